@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
+/*
+ * libnproxy: handshake pages -- the memory the proxy state machines run on.
+ *
+ * One handshake region per device context (rank): NPROXY_MAX_STREAMS trigger
+ * words (device -> host "reached the network stage") and up to
+ * NPROXY_MAX_SEMS semaphores (host -> device "net op complete"), laid out as
+ * in <linux/nproxy.h>.  Two backends give the same pages:
+ *
+ *   kmod   /dev/nproxy region fd, pages mapped from the module; the module's
+ *          kernel worker plays the device.
+ *   memfd  the same three pages in a sealed memfd; a userspace emulator
+ *          thread ("nproxy-dev") runs the same device-program semantics.
+ *
+ * NPROXY_HANDSHAKE=kmod|memfd forces one; the default (auto) picks kmod when
+ * /dev/nproxy exists.  All shared-page access goes through the inline
+ * helpers below: one acquire load, one release store, one atomic add.
+ */
+#ifndef NPROXY_HANDSHAKE_H
+#define NPROXY_HANDSHAKE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <linux/nproxy.h>
+#include <nproxy/status.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- shared-page access: the only way library code touches the pages ---- */
+
+/* Device trigger word: one acquire load (pairs with the device's store). */
+static inline uint32_t nproxy_trigger_load(const volatile uint32_t *word)
+{
+	return __atomic_load_n(word, __ATOMIC_ACQUIRE);
+}
+
+/* Consume a trigger: release store of 0. */
+static inline void nproxy_trigger_clear(volatile uint32_t *word)
+{
+	__atomic_store_n(word, 0, __ATOMIC_RELEASE);
+}
+
+/* Device side (emulator/tests): publish a trigger value. */
+static inline void nproxy_trigger_store(volatile uint32_t *word, uint32_t value)
+{
+	__atomic_store_n(word, value, __ATOMIC_RELEASE);
+}
+
+static inline uint64_t nproxy_sem_load(const volatile uint64_t *sem)
+{
+	return __atomic_load_n(sem, __ATOMIC_ACQUIRE);
+}
+
+/* The completion back-edge (the seed's nec_inc_semaphore): one atomic add. */
+static inline uint64_t nproxy_sem_add(volatile uint64_t *sem, uint64_t inc)
+{
+	return __atomic_add_fetch(sem, inc, __ATOMIC_RELEASE);
+}
+
+/* ---- regions ---- */
+
+enum nproxy_hs_backend {
+	NPROXY_HS_AUTO	= 0,	/* NPROXY_HANDSHAKE, else kmod if /dev/nproxy exists, else memfd */
+	NPROXY_HS_KMOD	= 1,
+	NPROXY_HS_MEMFD	= 2,
+};
+
+struct nproxy_hs_opts {
+	size_t sz;			/* sizeof(struct nproxy_hs_opts): extensible */
+	enum nproxy_hs_backend backend;
+	uint32_t n_streams;		/* 1..NPROXY_MAX_STREAMS */
+	uint32_t n_sems;		/* 0..NPROXY_MAX_SEMS */
+	uint32_t rank;			/* informational */
+	uint32_t gid;			/* informational */
+};
+
+struct nproxy_hs;
+
+NPROXY_API enum nproxy_status nproxy_hs_open(const struct nproxy_hs_opts *opts,
+					     struct nproxy_hs **out);
+NPROXY_API void nproxy_hs_close(struct nproxy_hs *hs);
+
+/* Parse "kmod" / "memfd" / "auto"; NPROXY_INVALID otherwise. */
+NPROXY_API enum nproxy_status nproxy_hs_backend_parse(const char *name,
+						      enum nproxy_hs_backend *out);
+NPROXY_API const char *nproxy_hs_backend_name(enum nproxy_hs_backend b);
+NPROXY_API enum nproxy_hs_backend nproxy_hs_backend_of(const struct nproxy_hs *hs);
+
+NPROXY_API uint32_t nproxy_hs_n_streams(const struct nproxy_hs *hs);
+NPROXY_API uint32_t nproxy_hs_n_sems(const struct nproxy_hs *hs);
+/* Pointers into the mapped pages; NULL when the index is out of range. */
+NPROXY_API volatile uint32_t *nproxy_hs_trigger(struct nproxy_hs *hs, uint32_t stream);
+NPROXY_API volatile uint64_t *nproxy_hs_sem(struct nproxy_hs *hs, uint32_t sem);
+NPROXY_API const volatile struct nproxy_region_info *nproxy_hs_info(const struct nproxy_hs *hs);
+
+/* ---- the (emulated) device side ---- */
+
+/*
+ * Submit a device program (struct nproxy_prog_step[], <linux/nproxy.h>).
+ * One program at a time per region: NPROXY_BUSY while one runs or a finished
+ * one is not collected.  *seq (optional) receives the program's id.
+ */
+NPROXY_API enum nproxy_status nproxy_hs_submit(struct nproxy_hs *hs,
+					       const struct nproxy_prog_step *steps,
+					       uint32_t n_steps, uint64_t *seq);
+NPROXY_API enum nproxy_status nproxy_hs_cancel(struct nproxy_hs *hs);
+/*
+ * Wait up to timeout_ms for the running program to finish, then collect
+ * its result (state NONE again).  NPROXY_TIMEOUT when it is still running.
+ */
+NPROXY_API enum nproxy_status nproxy_hs_wait(struct nproxy_hs *hs, int timeout_ms,
+					     struct nproxy_prog_result *result);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

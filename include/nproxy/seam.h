@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
+/*
+ * libnproxy: the network seam -- what a network task calls, per basic block.
+ *
+ * This is the seed's libnrt <-> libnccom boundary (ncclStartNetworkProxy /
+ * ncclNetworkProxyProgress / ncclStopNetworkProxy) as a C ops table.  The
+ * engine behind it is passive: it moves only when the proxy worker calls
+ * progress().  Implementations: the libfabric engine (<nproxy/net.h>) and an
+ * in-process loopback used by unit tests.
+ *
+ * Threading: every call for one engine comes from one thread at a time
+ * (the proxy worker of the engine's group), so engines need no locks of
+ * their own for these calls.
+ */
+#ifndef NPROXY_SEAM_H
+#define NPROXY_SEAM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <nproxy/status.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- op FIFO records (the seed's net_ops_info / net_src_addr / net_dest_addr) ---- */
+
+enum nproxy_net_op_kind {
+	NPROXY_NET_OP_SEND = 1,
+	NPROXY_NET_OP_RECV = 2,
+};
+
+#define NPROXY_NET_OP_F_PRECOND	(1u << 0)	/* post only once sem[pre_sem] >= pre_value */
+#define NPROXY_NET_OP_F_COMPLETE (1u << 1)	/* on completion: sem[post_sem] += post_inc */
+
+/*
+ * One network op (32 bytes).  A SEND reads src_fifo[addr_idx]; a RECV
+ * writes dst_fifo[addr_idx].  Ops of one block are posted in FIFO order.
+ */
+struct nproxy_net_op {
+	uint8_t  kind;		/* enum nproxy_net_op_kind */
+	uint8_t  flags;		/* NPROXY_NET_OP_F_* */
+	uint16_t reserved;	/* must be 0 */
+	uint32_t peer;		/* peer rank in the comm */
+	uint32_t addr_idx;	/* index into src_fifo (SEND) or dst_fifo (RECV) */
+	uint32_t len;		/* bytes */
+	uint16_t pre_sem;	/* semaphore index for F_PRECOND */
+	uint16_t post_sem;	/* semaphore index for F_COMPLETE */
+	uint32_t post_inc;	/* increment for F_COMPLETE */
+	uint64_t pre_value;	/* threshold for F_PRECOND */
+};
+
+/* A buffer address: a memory region registered with the engine + offset. */
+struct nproxy_net_addr {
+	uint32_t mr;		/* id from the engine's mr_register() */
+	uint32_t reserved;	/* must be 0 */
+	uint64_t offset;
+};
+
+/* The per-basic-block FIFO triple (the seed's enc_fifo_set), borrowed by
+ * the engine from start() until stop() of that block returns. */
+struct nproxy_fifo_set {
+	const struct nproxy_net_op *ops;
+	uint32_t n_ops;
+	uint32_t n_src;
+	const struct nproxy_net_addr *src;
+	const struct nproxy_net_addr *dst;
+	uint32_t n_dst;
+	uint32_t reserved;
+};
+
+/* The device's semaphore page, as the engine sees it (preconditions read it,
+ * completions add to it). NULL sems with n_sems 0: no device attached. */
+struct nproxy_device_sems {
+	volatile uint64_t *sems;
+	uint32_t n_sems;
+};
+
+struct nproxy_seam_ops {
+	const char *name;
+	/* B1: hand block bb of stream to the engine. Validates every record. */
+	enum nproxy_status (*start)(void *engine, uint32_t stream, uint32_t bb,
+				    const struct nproxy_fifo_set *fifos,
+				    const struct nproxy_device_sems *dev);
+	/*
+	 * B2, the hot call: never blocks.  Posts eligible ops of block bb in
+	 * order within the credit window and drains completions.
+	 *   *idle: nothing moved this tick;
+	 *   *block_done: every op of block bb completed;
+	 *   *done: every op of every started block of the stream completed.
+	 * An op error returns its status (and *done = true): the task ends.
+	 */
+	enum nproxy_status (*progress)(void *engine, uint32_t stream, uint32_t bb,
+				       bool *idle, bool *block_done, bool *done);
+	/* B3: retire block bb of stream (after it drained, or to abort it). */
+	enum nproxy_status (*stop)(void *engine, uint32_t stream, uint32_t bb);
+};
+
+struct nproxy_seam {
+	const struct nproxy_seam_ops *ops;
+	void *engine;
+};
+
+/* ---- host barrier, for the barrier task ---- */
+
+/*
+ * Non-blocking, because the proxy worker drives the barriers of several
+ * ranks on one thread: a blocking barrier would deadlock two ranks that
+ * share a worker.  arrive() enters barrier number seq (1, 2, ...); test()
+ * reports whether every rank of the comm has arrived at seq.  Errors (dead
+ * peer, timeout) come back as the status of either call.
+ */
+struct nproxy_host_barrier_ops {
+	const char *name;
+	enum nproxy_status (*arrive)(void *ctx, uint64_t seq);
+	enum nproxy_status (*test)(void *ctx, uint64_t seq, bool *done);
+};
+
+struct nproxy_host_barrier {
+	const struct nproxy_host_barrier_ops *ops;
+	void *ctx;
+};
+
+#ifdef __cplusplus
+}
+#endif
+#endif
