@@ -8,6 +8,7 @@
 # Every sub-Makefile sets TOP (relative path to the repo root) before
 # including this file, and puts its outputs under $(O)/<its dir>/.
 
+.DEFAULT_GOAL := all
 TOP := $(abspath $(TOP))
 SAN ?=
 ifeq ($(SAN),)
@@ -49,7 +50,7 @@ LIBNPROXY_LIBS := $(LIBNPROXY_A) $(shell pkg-config --libs libfabric 2>/dev/null
 KSFT_DIR := $(O)/kselftest
 KSFT_HDRS := $(KSFT_DIR)/kselftest_harness.h $(KSFT_DIR)/kselftest.h
 LINUX_SOURCE_TAR ?= $(firstword $(wildcard /usr/src/linux-source-6.1.tar.xz /usr/src/linux-source-*.tar.xz))
-TEST_CPPFLAGS = -I$(KSFT_DIR)
+TEST_CPPFLAGS += -I$(KSFT_DIR)
 
 $(KSFT_HDRS) &:
 	@test -n "$(LINUX_SOURCE_TAR)" || { echo "kselftest harness: no /usr/src/linux-source-*.tar.xz (run scripts/deps.sh)" >&2; exit 1; }

@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/* Library logging: one formatted line per call, to stderr or a sink. */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+#include <nproxy/log.h>
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static nproxy_log_sink_fn log_sink;
+static void *log_sink_arg;
+static int log_level = -1;	/* -1: not read from the environment yet */
+
+static int level_from_env(void)
+{
+	const char *v = getenv("NPROXY_LOG_LEVEL");
+
+	if (!v)
+		return NPROXY_LOG_WARN;
+	if (!strcasecmp(v, "error"))
+		return NPROXY_LOG_ERROR;
+	if (!strcasecmp(v, "info"))
+		return NPROXY_LOG_INFO;
+	if (!strcasecmp(v, "debug"))
+		return NPROXY_LOG_DEBUG;
+	return NPROXY_LOG_WARN;
+}
+
+void nproxy_log_set_sink(nproxy_log_sink_fn sink, void *arg)
+{
+	pthread_mutex_lock(&log_lock);
+	log_sink = sink;
+	log_sink_arg = arg;
+	pthread_mutex_unlock(&log_lock);
+}
+
+void nproxy_log_set_level(enum nproxy_log_level level)
+{
+	pthread_mutex_lock(&log_lock);
+	log_level = level;
+	pthread_mutex_unlock(&log_lock);
+}
+
+void nproxy_log(enum nproxy_log_level level, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	pthread_mutex_lock(&log_lock);
+	if (log_level < 0)
+		log_level = level_from_env();
+	/* A sink sees everything: tests filter for themselves. */
+	if (!log_sink && (int)level > log_level) {
+		pthread_mutex_unlock(&log_lock);
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (log_sink)
+		log_sink(level, msg, log_sink_arg);
+	else
+		fprintf(stderr, "nproxy[%d]: %s\n", (int)getpid(), msg);
+	pthread_mutex_unlock(&log_lock);
+}
