@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
+/*
+ * libnproxy: the shared proxy driver (Documentation/proxy.md).
+ *
+ * One worker thread ("proxy-<tid>") per shared-proxy group, in a
+ * process-global registry keyed by gid and refcounted by comms:
+ *
+ *   gid = device_index / ranks_per_proxy
+ *
+ * ranks_per_proxy: opts->ranks_per_proxy, else NPROXY_RANKS_PER_NETWORK_PROXY,
+ * else NEURON_RT_RANKS_PER_NETWORK_PROXY, else 1 (one worker per device).
+ * The first comm of a group creates the queue and starts the worker (pinned
+ * to NPROXY_PROXY_CPUSET, e.g. "0-1,3", when set; inherited otherwise);
+ * later comms only bump the group's refcount; the last nproxy_comm_free()
+ * stops and joins the worker.
+ *
+ * Per CC op the producer (nproxy_enq_proxy_tasks) queues one network task
+ * and one barrier task.  Their status is published before they are queued;
+ * a consumer polls it with nproxy_check_status() or waits with
+ * nproxy_wait_status().  The worker steps every active task once per tick:
+ *
+ *   INIT -> [WAITING_DEVICE_TRIGGER ->] PROGRESSING <-> IDLE -> DONE
+ *
+ * Threading: comm init/free, enqueue and the status calls may be made from
+ * any thread.  A comm must not be freed while another thread uses it.
+ */
+#ifndef NPROXY_PROXY_H
+#define NPROXY_PROXY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <nproxy/seam.h>
+#include <nproxy/status.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Per-op stream limit (== NPROXY_MAX_STREAMS of <linux/nproxy.h>). */
+#define NPROXY_PROXY_MAX_STREAMS	4
+/* Barrier-done semaphores the leader increments per barrier task. */
+#define NPROXY_PROXY_MAX_BARRIER_SEMS	4
+/* The device's "not reached the network stage" trigger value. */
+#define NPROXY_PROXY_TRIGGER_SENTINEL	0xFFFFFFFFu
+
+/* The seed's proxy_task_state_type_t, same values. */
+enum nproxy_task_type {
+	NPROXY_TASK_UNKNOWN	= 0,
+	NPROXY_TASK_NETWORK	= 1,
+	NPROXY_TASK_BARRIER	= 2,
+};
+
+/* The seed's proxy_task_run_state_t, same values. */
+enum nproxy_task_run_state {
+	NPROXY_TASK_STATE_INIT			= 0,
+	NPROXY_TASK_STATE_PROGRESSING		= 1,
+	NPROXY_TASK_STATE_WAITING_DEVICE_TRIGGER = 2,
+	NPROXY_TASK_STATE_IDLE			= 3,
+	NPROXY_TASK_STATE_DONE			= 4,
+};
+
+/*
+ * What the worker does on a tick where no active task moved (every one is
+ * IDLE or still waiting for its device trigger).  Chosen once per group,
+ * by the comm that creates it.
+ */
+enum nproxy_idle_policy {
+	/* NPROXY_IDLE_POLICY=spin|yield|adaptive, else the seed's rule:
+	 * SPIN if NPROXY_ONE_THREAD_PER_CORE=1, YIELD otherwise. */
+	NPROXY_IDLE_DEFAULT	= 0,
+	NPROXY_IDLE_SPIN	= 1,	/* re-tick at once (dedicated core) */
+	NPROXY_IDLE_YIELD	= 2,	/* sched_yield() between ticks */
+	/* Spin 256 idle ticks, then yield 256, then nanosleep(50 us) per
+	 * tick: adds at most ~one sleep (+ timer slack) of latency. */
+	NPROXY_IDLE_ADAPTIVE	= 3,
+};
+
+/* Comm flags (struct nproxy_comm_opts.flags). */
+/* The seed's device-wait policy: after INIT a network task waits for its
+ * trigger words (WAITING_DEVICE_TRIGGER) before progressing. */
+#define NPROXY_COMM_F_DEVICE_WAIT	(1u << 0)
+/* The seed's early-completion policy: network tasks go INIT -> DONE. */
+#define NPROXY_COMM_F_SKIP_NET		(1u << 1)
+#define NPROXY_COMM_F_ALL		(NPROXY_COMM_F_DEVICE_WAIT | NPROXY_COMM_F_SKIP_NET)
+
+struct nproxy_hs;
+
+struct nproxy_comm_opts {
+	size_t sz;		/* sizeof(struct nproxy_comm_opts): extensible */
+	uint32_t rank;		/* rank in the comm; rank 0 leads the barrier */
+	uint32_t n_ranks;	/* >= 1 */
+	uint32_t device_index;	/* the nec_dev: picks the group */
+	uint32_t ranks_per_proxy; /* 0: environment, see above */
+	uint32_t flags;		/* NPROXY_COMM_F_* */
+	enum nproxy_idle_policy idle_policy; /* used only if this comm creates the group */
+	/*
+	 * Optional handshake region: ops that leave trigger_words / dev unset
+	 * use its first streams_n trigger words and its semaphores.  Borrowed:
+	 * must outlive the comm.
+	 */
+	struct nproxy_hs *hs;
+	/* The network engine for this comm's network tasks (required unless
+	 * NPROXY_COMM_F_SKIP_NET).  Called only from the group's worker. */
+	struct nproxy_seam seam;
+	/* The host barrier across the comm's ranks; ops NULL is allowed only
+	 * when n_ranks == 1.  Called only from the group's worker. */
+	struct nproxy_host_barrier barrier;
+	uint32_t timeout_s;	/* nproxy_wait_status default; 0: NPROXY_PROXY_TIMEOUT_S, else 300 */
+	uint32_t reserved;	/* must be 0 */
+};
+
+struct nproxy_comm;
+
+/* NPROXY_INVALID for bad options, NPROXY_RESOURCE when the worker cannot be
+ * started (nothing is left behind). */
+NPROXY_API enum nproxy_status nproxy_comm_init(const struct nproxy_comm_opts *opts,
+					       struct nproxy_comm **out);
+/*
+ * Release the comm's group reference (the last one joins the worker).
+ * Tasks of this comm that are still queued or active are aborted first
+ * (their started blocks are stopped) and their status nodes dropped.
+ * NULL is a no-op.
+ */
+NPROXY_API void nproxy_comm_free(struct nproxy_comm *comm);
+
+/* One basic block list per stream; each block is one seam FIFO set. */
+struct nproxy_stream_blocks {
+	const struct nproxy_fifo_set *blocks;
+	uint32_t n_blocks;
+	uint32_t reserved;	/* must be 0 */
+};
+
+/*
+ * One CC op's proxy work.  The struct and its blocks[] arrays are copied at
+ * enqueue; the ops/src/dst arrays the fifo sets point to are borrowed until
+ * the network task is DONE (the seam borrows them from start to stop).
+ */
+struct nproxy_cc_op {
+	size_t sz;		/* sizeof(struct nproxy_cc_op) */
+	/* The consumer's key (the seed's enc_ctx): unique among this comm's
+	 * unconsumed ops.  0: the library assigns one (see ctx_out). */
+	uint64_t ctx;
+	uint32_t streams_n;	/* 1..NPROXY_PROXY_MAX_STREAMS */
+	uint32_t n_barrier_sems; /* 0..NPROXY_PROXY_MAX_BARRIER_SEMS */
+	struct nproxy_stream_blocks streams[NPROXY_PROXY_MAX_STREAMS];
+	/*
+	 * The device-trigger gate: streams_n host-visible words (entries past
+	 * streams_n are never read).  All NULL: the comm's hs words 0..n-1.
+	 * Both tasks of the op gate on the same words (consuming writes 0,
+	 * which still reads as "triggered" for the other task).
+	 */
+	volatile uint32_t *trigger_words[NPROXY_PROXY_MAX_STREAMS];
+	/* Device semaphores for preconditions / completions and the barrier.
+	 * sems NULL: the comm's hs semaphores. */
+	struct nproxy_device_sems dev;
+	/* Indices into dev.sems the barrier leader increments by 1. */
+	uint32_t barrier_sems[NPROXY_PROXY_MAX_BARRIER_SEMS];
+};
+
+/*
+ * Producer: queue one network task and one barrier task for op.  Both
+ * statuses are visible to nproxy_check_status() when this returns.
+ * *ctx_out (optional) receives the op's ctx.
+ */
+NPROXY_API enum nproxy_status nproxy_enq_proxy_tasks(struct nproxy_comm *comm,
+						     const struct nproxy_cc_op *op,
+						     uint64_t exec_id, uint64_t *ctx_out);
+
+/*
+ * Consumer poll, under the status lock only: NPROXY_FAILURE when no such
+ * task is published (never enqueued, or already consumed); otherwise
+ * NPROXY_SUCCESS with *done and *status (what the worker last published).
+ * A done task's status node is erased: the next call fails.
+ */
+NPROXY_API enum nproxy_status nproxy_check_status(struct nproxy_comm *comm, uint64_t ctx,
+						  enum nproxy_task_type type, bool *done,
+						  enum nproxy_status *status);
+
+/*
+ * Poll until done or timeout_ms (0: the comm's timeout_s).  Returns the
+ * task's status, NPROXY_TIMEOUT (logging the seed's watchdog line) or
+ * NPROXY_FAILURE when no such task exists.
+ */
+NPROXY_API enum nproxy_status nproxy_wait_status(struct nproxy_comm *comm, uint64_t ctx,
+						 enum nproxy_task_type type, uint32_t timeout_ms);
+
+/* ---- introspection (tools, tests) ---- */
+
+NPROXY_API uint32_t nproxy_comm_gid(const struct nproxy_comm *comm);
+/* The worker's kernel tid (the <tid> of "proxy-<tid>"), 0 before it ran. */
+NPROXY_API int nproxy_comm_worker_tid(const struct nproxy_comm *comm);
+
+/* Number of live groups (= worker threads) in this process. */
+NPROXY_API uint32_t nproxy_proxy_group_count(void);
+/* A group's refcount (comms holding it); 0 when no such group. */
+NPROXY_API uint32_t nproxy_proxy_group_refcnt(uint32_t gid);
+
+struct nproxy_proxy_stats {
+	uint64_t ticks;		/* loop iterations */
+	uint64_t steps;		/* task step() calls */
+	uint64_t idle_ticks;	/* ticks where no active task moved */
+	uint64_t cv_waits;	/* times the worker slept on quiescence */
+	uint64_t tasks_done;	/* tasks recycled (reached DONE) */
+	uint64_t tasks_active;	/* active now */
+	int32_t worker_tid;
+	uint32_t refcnt;
+	enum nproxy_idle_policy idle_policy;
+	uint32_t reserved;
+};
+
+/* NPROXY_FAILURE when no such group. */
+NPROXY_API enum nproxy_status nproxy_proxy_group_stats(uint32_t gid,
+						       struct nproxy_proxy_stats *out);
+
+NPROXY_API const char *nproxy_task_type_str(enum nproxy_task_type type);
+NPROXY_API const char *nproxy_task_run_state_str(enum nproxy_task_run_state state);
+
+/*
+ * Test hook: make the next `count` worker-thread creations fail with
+ * errno `err` (0 count: back to normal).  For selftests only.
+ */
+NPROXY_API void nproxy_proxy_test_fail_thread_create(int err, unsigned int count);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
