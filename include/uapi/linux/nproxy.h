@@ -37,6 +37,8 @@
 #define NPROXY_MAX_SEMS		256
 /* Steps in one device program. */
 #define NPROXY_MAX_PROG_STEPS	1024
+/* Live regions per loaded module (all users together; one worker each). */
+#define NPROXY_MAX_REGIONS	512
 /* Longest single delay or wait a program may ask for (60 s). */
 #define NPROXY_MAX_WAIT_NS	(60ULL * 1000 * 1000 * 1000)
 
@@ -97,7 +99,14 @@ struct nproxy_region_info {
 	__u64 prog_seq;		/* id of the last submitted program (1, 2, ...) */
 	__u64 triggers_written;	/* WRITE_TRIGGER steps + ioctls */
 	__u64 events_signalled;	/* SIGNAL_EVENT steps */
-	__u64 reserved[4];
+	/*
+	 * CLOCK_MONOTONIC ns (ktime_get_ns()) of the last trigger store and of
+	 * the last WAIT_SEM step that saw its condition met; 0 = never.
+	 * Stored before the trigger word / after the wait, for latency probes.
+	 */
+	__u64 last_trigger_ns;
+	__u64 last_wait_done_ns;
+	__u64 reserved[2];
 };
 
 /* ---------------------------------------------------------------------- */

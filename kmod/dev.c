@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * /dev/nproxy: the misc device that creates regions, and the ioctl
+ * dispatcher shared with region fds.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/compat.h>
+#include <linux/miscdevice.h>
+#include <linux/module.h>
+#include <linux/moduleparam.h>
+#include <linux/stat.h>
+#include <linux/uaccess.h>
+
+#include "nproxy_priv.h"
+
+/* Node mode; a udev rule (kmod/60-nproxy.rules) hands it to a group. */
+static ushort dev_mode = 0600;
+module_param(dev_mode, ushort, 0444);
+MODULE_PARM_DESC(dev_mode, "mode of /dev/nproxy (default 0600; world-writable refused)");
+
+/* Largest ioctl argument any command takes, rounded up. */
+#define NPROXY_IOCTL_MAX_SIZE	128
+
+/*
+ * Dispatch on _IOC_NR through @table (indexed by _IOC_NR); the type,
+ * direction and size of @cmd must match the table entry's, except that a
+ * larger size is accepted when its tail is zero (copy_struct_from_user()).
+ * Commands that only return data zero the user buffer first, so a bad
+ * pointer fails with -EFAULT before any state changes.
+ */
+long nproxy_ioctl_dispatch(const struct nproxy_ioctl_desc *table,
+			   unsigned int n_entries, struct file *file,
+			   unsigned int cmd, unsigned long arg)
+{
+	u64 karg[NPROXY_IOCTL_MAX_SIZE / sizeof(u64)];
+	void __user *uarg = (void __user *)arg;
+	const struct nproxy_ioctl_desc *desc;
+	unsigned int nr = _IOC_NR(cmd);
+	unsigned int dir = _IOC_DIR(cmd);
+	size_t usize = _IOC_SIZE(cmd);
+	size_t ksize;
+	long ret;
+
+	if (_IOC_TYPE(cmd) != NPROXY_IOC_MAGIC || nr >= n_entries)
+		return -ENOTTY;
+	desc = &table[nr];
+	if (!desc->handler || dir != _IOC_DIR(desc->cmd))
+		return -ENOTTY;
+	ksize = _IOC_SIZE(desc->cmd);
+	if (WARN_ON_ONCE(ksize > sizeof(karg)))
+		return -ENOTTY;
+	if (dir == _IOC_NONE) {
+		if (usize)
+			return -ENOTTY;
+	} else if (usize < ksize) {
+		/* Shorter than ABI v1 of the structure. */
+		return -EINVAL;
+	}
+
+	memset(karg, 0, ksize);
+	if (dir & _IOC_WRITE) {
+		ret = copy_struct_from_user(karg, ksize, uarg, usize);
+		if (ret)
+			return ret;
+	} else if (dir & _IOC_READ) {
+		if (clear_user(uarg, usize))
+			return -EFAULT;
+	}
+
+	ret = desc->handler(file, karg);
+	if (ret < 0 || !(dir & _IOC_READ))
+		return ret;
+	if (copy_to_user(uarg, karg, ksize))
+		return -EFAULT;
+	if (usize > ksize && clear_user(uarg + ksize, usize - ksize))
+		return -EFAULT;
+	return ret;
+}
+
+static long nproxy_dev_get_info(struct file *file, void *karg)
+{
+	struct nproxy_info *info = karg;
+
+	info->abi_version = NPROXY_ABI_VERSION;
+	info->max_streams = NPROXY_MAX_STREAMS;
+	info->max_sems = NPROXY_MAX_SEMS;
+	info->max_prog_steps = NPROXY_MAX_PROG_STEPS;
+	info->max_wait_ns = NPROXY_MAX_WAIT_NS;
+	info->page_size = PAGE_SIZE;
+	info->sem_poll_ns = READ_ONCE(nproxy_sem_poll_ns);
+	return 0;
+}
+
+static long nproxy_dev_create_region(struct file *file, void *karg)
+{
+	return nproxy_region_create(karg);
+}
+
+static const struct nproxy_ioctl_desc nproxy_dev_ioctls[] = {
+	[_IOC_NR(NPROXY_IOC_GET_INFO)] = {
+		NPROXY_IOC_GET_INFO, nproxy_dev_get_info },
+	[_IOC_NR(NPROXY_IOC_CREATE_REGION)] = {
+		NPROXY_IOC_CREATE_REGION, nproxy_dev_create_region },
+};
+
+static long nproxy_dev_ioctl(struct file *file, unsigned int cmd,
+			     unsigned long arg)
+{
+	return nproxy_ioctl_dispatch(nproxy_dev_ioctls,
+				     ARRAY_SIZE(nproxy_dev_ioctls), file, cmd,
+				     arg);
+}
+
+static const struct file_operations nproxy_dev_fops = {
+	.owner		= THIS_MODULE,
+	.open		= nonseekable_open,
+	.unlocked_ioctl	= nproxy_dev_ioctl,
+	.compat_ioctl	= compat_ptr_ioctl,
+	.llseek		= no_llseek,
+};
+
+static struct miscdevice nproxy_miscdev = {
+	.minor	= MISC_DYNAMIC_MINOR,
+	.name	= NPROXY_DEVICE_NAME,
+	.fops	= &nproxy_dev_fops,
+	.groups	= nproxy_stats_groups,
+};
+
+int nproxy_dev_register(void)
+{
+	if (dev_mode & ~0777 || dev_mode & 0002) {
+		pr_err("dev_mode %#o refused: permission bits only, never world-writable\n",
+		       dev_mode);
+		return -EINVAL;
+	}
+	nproxy_miscdev.mode = dev_mode;
+	return misc_register(&nproxy_miscdev);
+}
+
+void nproxy_dev_unregister(void)
+{
+	misc_deregister(&nproxy_miscdev);
+}

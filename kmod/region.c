@@ -1,0 +1,414 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Handshake regions: three pages (trigger words, semaphores, read-only
+ * info) behind an anon inode fd, mapped one page at a time at the
+ * NPROXY_OFF_* offsets, plus the direct ioctls on that fd.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/anon_inodes.h>
+#include <linux/compat.h>
+#include <linux/fcntl.h>
+#include <linux/file.h>
+#include <linux/gfp.h>
+#include <linux/idr.h>
+#include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/poll.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
+#include <linux/timekeeping.h>
+
+#include "nproxy_priv.h"
+
+/* Live regions by id; ids are cyclic so a stale id is rarely reused. */
+static DEFINE_IDR(nproxy_regions);
+DEFINE_MUTEX(nproxy_regions_lock);
+
+static const struct file_operations nproxy_region_fops;
+
+static struct nproxy_region *file_region(struct file *file)
+{
+	return file->private_data;
+}
+
+/* Caller holds nproxy_regions_lock; returns the first region with id >= *id. */
+struct nproxy_region *nproxy_region_next(int *id)
+{
+	lockdep_assert_held(&nproxy_regions_lock);
+	return idr_get_next(&nproxy_regions, id);
+}
+
+/* Caller holds nproxy_regions_lock. */
+struct nproxy_region *nproxy_region_find(int id)
+{
+	lockdep_assert_held(&nproxy_regions_lock);
+	return idr_find(&nproxy_regions, id);
+}
+
+void nproxy_region_wake_pollers(struct nproxy_region *r, __poll_t mask)
+{
+	wake_up_interruptible_poll(&r->poll_wq, mask);
+}
+
+/*
+ * Store a trigger word the way the device does: one release store, after
+ * the timestamp and before anyone is told.  Used by the program runner and
+ * by the WRITE_TRIGGER ioctl.
+ */
+void nproxy_region_add_trigger(struct nproxy_region *r, u32 stream, u32 value)
+{
+	struct nproxy_event ev = {
+		.type = NPROXY_EVENT_TRIGGER_WRITTEN,
+		.stream = stream, .has_stream = true,
+		.value = value, .has_value = true,
+	};
+
+	spin_lock(&r->lock);
+	WRITE_ONCE(r->info->last_trigger_ns, ktime_get_ns());
+	WRITE_ONCE(r->info->triggers_written, r->info->triggers_written + 1);
+	spin_unlock(&r->lock);
+	smp_store_release(&r->triggers[stream], value);
+	atomic64_inc(&nproxy_stats.triggers_written);
+	nproxy_nl_event(r, &ev);
+}
+
+static void nproxy_region_free_pages(struct nproxy_region *r)
+{
+	if (r->trigger_page)
+		__free_page(r->trigger_page);
+	if (r->sem_page)
+		__free_page(r->sem_page);
+	if (r->info_page)
+		__free_page(r->info_page);
+}
+
+static int nproxy_region_alloc_pages(struct nproxy_region *r)
+{
+	u32 i;
+
+	r->trigger_page = alloc_page(GFP_KERNEL | __GFP_ZERO);
+	r->sem_page = alloc_page(GFP_KERNEL | __GFP_ZERO);
+	r->info_page = alloc_page(GFP_KERNEL | __GFP_ZERO);
+	if (!r->trigger_page || !r->sem_page || !r->info_page)
+		return -ENOMEM;
+	r->triggers = page_address(r->trigger_page);
+	r->sems = page_address(r->sem_page);
+	r->info = page_address(r->info_page);
+
+	/* Device-side init: no stream has reached the network stage. */
+	for (i = 0; i < r->n_streams; i++)
+		r->triggers[i] = NPROXY_TRIGGER_SENTINEL;
+
+	r->info->magic = NPROXY_REGION_MAGIC;
+	r->info->abi_version = NPROXY_ABI_VERSION;
+	r->info->n_streams = r->n_streams;
+	r->info->n_sems = r->n_sems;
+	r->info->prog_state = NPROXY_PROG_NONE;
+	return 0;
+}
+
+static void nproxy_region_destroy(struct nproxy_region *r)
+{
+	nproxy_region_free_pages(r);
+	put_pid(r->owner);
+	kfree(r);
+}
+
+int nproxy_region_create(const struct nproxy_region_create *req)
+{
+	struct nproxy_event ev = { .type = NPROXY_EVENT_REGION_CREATED };
+	struct nproxy_region *r;
+	struct file *file;
+	int id, fd, err;
+
+	if (req->flags || req->pad || req->reserved[0] || req->reserved[1])
+		return -EINVAL;
+	if (req->n_streams < 1 || req->n_streams > NPROXY_MAX_STREAMS ||
+	    req->n_sems > NPROXY_MAX_SEMS)
+		return -EINVAL;
+
+	r = kzalloc(sizeof(*r), GFP_KERNEL);
+	if (!r)
+		return -ENOMEM;
+	r->n_streams = req->n_streams;
+	r->n_sems = req->n_sems;
+	r->rank = req->rank;
+	r->gid = req->gid;
+	r->owner = get_task_pid(current, PIDTYPE_TGID);
+	spin_lock_init(&r->lock);
+	mutex_init(&r->prog_mutex);
+	init_waitqueue_head(&r->poll_wq);
+	nproxy_prog_region_init(r);
+
+	err = nproxy_region_alloc_pages(r);
+	if (err)
+		goto err_free;
+
+	mutex_lock(&nproxy_regions_lock);
+	if (atomic64_read(&nproxy_stats.regions_live) >= NPROXY_MAX_REGIONS) {
+		mutex_unlock(&nproxy_regions_lock);
+		err = -ENOSPC;
+		goto err_free;
+	}
+	id = idr_alloc_cyclic(&nproxy_regions, NULL, 1, 0, GFP_KERNEL);
+	if (id < 0) {
+		mutex_unlock(&nproxy_regions_lock);
+		err = id;
+		goto err_free;
+	}
+	r->id = id;
+	r->info->region_id = id;
+	atomic64_inc(&nproxy_stats.regions_live);
+	mutex_unlock(&nproxy_regions_lock);
+
+	fd = get_unused_fd_flags(O_CLOEXEC);
+	if (fd < 0) {
+		err = fd;
+		goto err_unpublish;
+	}
+	/* fops.owner pins the module for as long as the file exists. */
+	file = anon_inode_getfile("[nproxy-region]", &nproxy_region_fops, r,
+				  O_RDWR);
+	if (IS_ERR(file)) {
+		err = PTR_ERR(file);
+		put_unused_fd(fd);
+		goto err_unpublish;
+	}
+
+	/* Complete: netlink dumps may see it from now on. */
+	mutex_lock(&nproxy_regions_lock);
+	idr_replace(&nproxy_regions, r, id);
+	mutex_unlock(&nproxy_regions_lock);
+	atomic64_inc(&nproxy_stats.regions_created);
+	nproxy_nl_event(r, &ev);
+	/* Last: once installed, another thread may close it at any time. */
+	fd_install(fd, file);
+	return fd;
+
+err_unpublish:
+	mutex_lock(&nproxy_regions_lock);
+	idr_remove(&nproxy_regions, id);
+	atomic64_dec(&nproxy_stats.regions_live);
+	mutex_unlock(&nproxy_regions_lock);
+err_free:
+	nproxy_region_destroy(r);
+	return err;
+}
+
+/* Last fd closed and last mapping gone. */
+static int nproxy_region_release(struct inode *inode, struct file *file)
+{
+	struct nproxy_event ev = { .type = NPROXY_EVENT_REGION_DESTROYED };
+	struct nproxy_region *r = file_region(file);
+
+	/* Closing the region cancels its program (and waits for the worker). */
+	nproxy_prog_region_release(r);
+
+	mutex_lock(&nproxy_regions_lock);
+	idr_remove(&nproxy_regions, r->id);
+	mutex_unlock(&nproxy_regions_lock);
+
+	nproxy_nl_event(r, &ev);
+	atomic64_dec(&nproxy_stats.regions_live);
+	nproxy_region_destroy(r);
+	return 0;
+}
+
+/*
+ * One page per mapping, MAP_SHARED only, at exactly one of the NPROXY_OFF_*
+ * offsets.  The info page is written only by the kernel: no PROT_WRITE
+ * now, no mprotect() to it later.  Nothing here is executable.
+ */
+static int nproxy_region_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	struct nproxy_region *r = file_region(file);
+	struct page *page;
+
+	if (vma->vm_end - vma->vm_start != PAGE_SIZE)
+		return -EINVAL;
+	if (!(vma->vm_flags & VM_MAYSHARE))
+		return -EINVAL;
+	if (vma->vm_flags & VM_EXEC)
+		return -EPERM;
+
+	switch (vma->vm_pgoff) {
+	case NPROXY_OFF_TRIGGERS >> PAGE_SHIFT:
+		page = r->trigger_page;
+		break;
+	case NPROXY_OFF_SEMS >> PAGE_SHIFT:
+		page = r->sem_page;
+		break;
+	case NPROXY_OFF_INFO >> PAGE_SHIFT:
+		if (vma->vm_flags & VM_WRITE)
+			return -EPERM;
+		vma->vm_flags &= ~VM_MAYWRITE;
+		page = r->info_page;
+		break;
+	default:
+		return -EINVAL;
+	}
+
+	vma->vm_flags &= ~VM_MAYEXEC;
+	vma->vm_flags |= VM_DONTEXPAND | VM_DONTDUMP;
+	return vm_insert_page(vma, vma->vm_start, page);
+}
+
+static __poll_t nproxy_region_poll(struct file *file, poll_table *wait)
+{
+	struct nproxy_region *r = file_region(file);
+	__poll_t mask = 0;
+	u32 state;
+
+	poll_wait(file, &r->poll_wq, wait);
+	spin_lock(&r->lock);
+	state = r->prog_state;
+	if (state != NPROXY_PROG_NONE && state != NPROXY_PROG_RUNNING)
+		mask |= EPOLLIN | EPOLLRDNORM;
+	if (r->event_pending)
+		mask |= EPOLLPRI;
+	spin_unlock(&r->lock);
+	return mask;
+}
+
+static long nproxy_ioc_write_trigger(struct file *file, void *karg)
+{
+	struct nproxy_region *r = file_region(file);
+	struct nproxy_trigger_write *tw = karg;
+
+	if (tw->reserved)
+		return -EINVAL;
+	if (tw->stream >= r->n_streams)
+		return -EINVAL;
+	nproxy_region_add_trigger(r, tw->stream, tw->value);
+	return 0;
+}
+
+static long nproxy_sem_op_check(struct nproxy_region *r,
+				const struct nproxy_sem_op *op)
+{
+	if (op->pad)
+		return -EINVAL;
+	if (op->sem >= r->n_sems)
+		return -EINVAL;
+	return 0;
+}
+
+static long nproxy_ioc_sem_get(struct file *file, void *karg)
+{
+	struct nproxy_region *r = file_region(file);
+	struct nproxy_sem_op *op = karg;
+	long err = nproxy_sem_op_check(r, op);
+
+	if (err)
+		return err;
+	op->value = smp_load_acquire(&r->sems[op->sem]);
+	return 0;
+}
+
+static long nproxy_ioc_sem_set(struct file *file, void *karg)
+{
+	struct nproxy_region *r = file_region(file);
+	struct nproxy_sem_op *op = karg;
+	long err = nproxy_sem_op_check(r, op);
+
+	if (err)
+		return err;
+	smp_store_release(&r->sems[op->sem], op->value);
+	nproxy_prog_sem_doorbell(r);
+	return 0;
+}
+
+static long nproxy_ioc_sem_inc(struct file *file, void *karg)
+{
+	struct nproxy_region *r = file_region(file);
+	struct nproxy_sem_op *op = karg;
+	long err = nproxy_sem_op_check(r, op);
+
+	if (err)
+		return err;
+	/* Same atomic add userspace does through its mapping. */
+	atomic64_add((s64)op->value, (atomic64_t *)&r->sems[op->sem]);
+	nproxy_prog_sem_doorbell(r);
+	return 0;
+}
+
+static long nproxy_ioc_get_state(struct file *file, void *karg)
+{
+	struct nproxy_region *r = file_region(file);
+	struct nproxy_region_state *st = karg;
+	u32 i;
+
+	st->region_id = r->id;
+	st->owner_pid = pid_vnr(r->owner);
+	st->n_streams = r->n_streams;
+	st->n_sems = r->n_sems;
+	st->rank = r->rank;
+	st->gid = r->gid;
+	for (i = 0; i < r->n_streams; i++)
+		st->triggers[i] = smp_load_acquire(&r->triggers[i]);
+	spin_lock(&r->lock);
+	st->prog_state = r->prog_state;
+	st->prog_seq = r->prog_seq;
+	st->triggers_written = r->info->triggers_written;
+	st->events_signalled = r->info->events_signalled;
+	spin_unlock(&r->lock);
+	return 0;
+}
+
+static long nproxy_ioc_submit(struct file *file, void *karg)
+{
+	return nproxy_prog_submit(file_region(file), karg);
+}
+
+static long nproxy_ioc_cancel(struct file *file, void *karg)
+{
+	return nproxy_prog_cancel(file_region(file));
+}
+
+static long nproxy_ioc_collect(struct file *file, void *karg)
+{
+	return nproxy_prog_collect(file_region(file), karg);
+}
+
+#define NPROXY_IOCTL(_cmd, _fn) [_IOC_NR(_cmd)] = { _cmd, _fn }
+
+static const struct nproxy_ioctl_desc nproxy_region_ioctls[] = {
+	NPROXY_IOCTL(NPROXY_IOC_WRITE_TRIGGER, nproxy_ioc_write_trigger),
+	NPROXY_IOCTL(NPROXY_IOC_SEM_GET, nproxy_ioc_sem_get),
+	NPROXY_IOCTL(NPROXY_IOC_SEM_SET, nproxy_ioc_sem_set),
+	NPROXY_IOCTL(NPROXY_IOC_SEM_INC, nproxy_ioc_sem_inc),
+	NPROXY_IOCTL(NPROXY_IOC_GET_STATE, nproxy_ioc_get_state),
+	NPROXY_IOCTL(NPROXY_IOC_SUBMIT_PROG, nproxy_ioc_submit),
+	NPROXY_IOCTL(NPROXY_IOC_CANCEL_PROG, nproxy_ioc_cancel),
+	NPROXY_IOCTL(NPROXY_IOC_COLLECT_PROG, nproxy_ioc_collect),
+};
+
+static long nproxy_region_ioctl(struct file *file, unsigned int cmd,
+				unsigned long arg)
+{
+	return nproxy_ioctl_dispatch(nproxy_region_ioctls,
+				     ARRAY_SIZE(nproxy_region_ioctls), file,
+				     cmd, arg);
+}
+
+static const struct file_operations nproxy_region_fops = {
+	.owner		= THIS_MODULE,
+	.release	= nproxy_region_release,
+	.mmap		= nproxy_region_mmap,
+	.poll		= nproxy_region_poll,
+	.unlocked_ioctl	= nproxy_region_ioctl,
+	.compat_ioctl	= compat_ptr_ioctl,
+	.llseek		= noop_llseek,
+};
+
+int nproxy_regions_init(void)
+{
+	return 0;
+}
+
+void nproxy_regions_exit(void)
+{
+	WARN_ON(!idr_is_empty(&nproxy_regions));
+	idr_destroy(&nproxy_regions);
+}
