@@ -26,7 +26,7 @@ VERSION := $(shell cat $(TOP)/VERSION 2>/dev/null || echo 0.0.0)
 WARN := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wformat=2 \
 	-Wstrict-prototypes -Wmissing-prototypes
 CFLAGS ?= -O2 -g
-CPPFLAGS += -D_GNU_SOURCE -I$(TOP)/include -DNPROXY_VERSION='"$(VERSION)"'
+CPPFLAGS += -D_GNU_SOURCE -I$(TOP)/include -I$(TOP)/include/uapi -DNPROXY_VERSION='"$(VERSION)"'
 BASE_CFLAGS := -std=gnu11 $(WARN) -pthread -fno-strict-aliasing
 
 ifeq ($(SAN),asan)
