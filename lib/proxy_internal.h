@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
+/*
+ * Private to lib/proxy_*.c: the queue, the task base and the status object.
+ *
+ * Locks (never both held in the other order):
+ *   registry_lock (proxy_registry.c)  the gid -> {queue, refcnt} map
+ *   q->mtx                            q->queue + q->active (the worker holds
+ *                                     it for a whole drain/step pass)
+ *   q->state_mtx                      q->status list (consumers)
+ * Order: registry_lock -> q->mtx -> q->state_mtx.
+ */
+#ifndef NPROXY_PROXY_INTERNAL_H
+#define NPROXY_PROXY_INTERNAL_H
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <nproxy/proxy.h>
+
+struct proxy_task;
+struct proxy_queue;
+
+/* The seed's enc_proxy_task_state: the one object worker and consumer share. */
+struct proxy_task_status {
+	int progress_status;		/* enum nproxy_status; atomic */
+	uint32_t run_state;		/* enum nproxy_task_run_state; atomic */
+	enum nproxy_task_type task_type;
+	uint32_t refcnt;		/* task + status list; atomic */
+	uint64_t enc_ctx;
+	const struct nproxy_comm *comm;	/* ctx is unique per comm only */
+	/* q->status list links, under q->state_mtx */
+	struct proxy_task_status *prev, *next;
+};
+
+/* C's vtable: step() is the seed's vtable slot 0. */
+struct proxy_task_ops {
+	enum nproxy_task_type type;
+	/* One tick; publishes status->{progress_status, run_state}. */
+	void (*step)(struct proxy_task *task);
+	/* Abort whatever the task holds (started blocks) and free it. */
+	void (*destroy)(struct proxy_task *task);
+};
+
+struct proxy_task {
+	const struct proxy_task_ops *ops;
+	struct proxy_task_status *status;
+	struct nproxy_comm *comm;
+	uint32_t rank;			/* active-map bucket key */
+	uint64_t exec_id;
+	uint32_t streams_n;
+	volatile uint32_t *trigger_words[NPROXY_PROXY_MAX_STREAMS];
+	struct proxy_task *next;	/* queue / active bucket link, under q->mtx */
+};
+
+/* active_tasks: rank -> list, sorted by rank. */
+struct proxy_rank_bucket {
+	uint32_t rank;
+	struct proxy_task *head, *tail;
+	struct proxy_rank_bucket *next;
+};
+
+struct proxy_queue {
+	pthread_mutex_t mtx;
+	pthread_cond_t cv;
+	struct proxy_task *queue_head, *queue_tail;	/* appended, not yet drained */
+	struct proxy_rank_bucket *active;
+	uint32_t lock_waiters;		/* producers waiting for mtx; atomic */
+	bool stop;			/* atomic */
+
+	pthread_mutex_t state_mtx;
+	struct proxy_task_status status_head;	/* circular list sentinel */
+
+	pthread_t thread;
+	bool started;
+	int tid;			/* atomic: the worker's gettid() */
+	uint32_t gid;
+	enum nproxy_idle_policy idle_policy;
+
+	/* Published by the worker once per tick (relaxed atomics). */
+	uint64_t stat_ticks, stat_steps, stat_idle_ticks, stat_cv_waits;
+	uint64_t stat_tasks_done, stat_tasks_active;
+};
+
+struct nproxy_comm {
+	uint32_t rank, n_ranks, device_index, ranks_per_proxy, gid, flags;
+	uint32_t timeout_s;
+	struct nproxy_hs *hs;
+	struct nproxy_seam seam;
+	struct nproxy_host_barrier barrier;
+	struct proxy_queue *queue;
+	uint64_t next_ctx;		/* atomic: library-assigned ctx values */
+	uint64_t barrier_seq;		/* atomic: host barrier sequence numbers */
+};
+
+/* ---- proxy_queue.c ---- */
+struct proxy_queue *proxy_queue_create(uint32_t gid, enum nproxy_idle_policy policy);
+/* Start the worker, pinned to cpus when non-NULL. */
+enum nproxy_status proxy_queue_start(struct proxy_queue *q, const cpu_set_t *cpus);
+/* stop = 1, notify, join (if started), free every task and status. */
+void proxy_queue_destroy(struct proxy_queue *q);
+/* The seed's append_task: publish status, then queue, then notify. */
+void proxy_queue_append(struct proxy_queue *q, struct proxy_task *task);
+/* Abort and drop every task and status node of comm. */
+void proxy_queue_drop_comm(struct proxy_queue *q, const struct nproxy_comm *comm);
+void proxy_queue_lock(struct proxy_queue *q);
+void proxy_queue_unlock(struct proxy_queue *q);
+void proxy_queue_stats(struct proxy_queue *q, struct nproxy_proxy_stats *out);
+enum nproxy_idle_policy proxy_idle_policy_from_env(void);
+int proxy_thread_create(pthread_t *thread, const pthread_attr_t *attr,
+			void *(*fn)(void *), void *arg);
+
+/* ---- proxy_task.c ---- */
+struct proxy_task_status *proxy_status_new(const struct nproxy_comm *comm, uint64_t ctx,
+					   enum nproxy_task_type type);
+void proxy_status_put(struct proxy_task_status *st);
+
+static inline uint32_t proxy_status_run_state(const struct proxy_task_status *st)
+{
+	return __atomic_load_n(&st->run_state, __ATOMIC_ACQUIRE);
+}
+
+/* Publish progress_status, then run_state (release): a consumer that reads
+ * DONE also reads the status that goes with it. */
+static inline void proxy_status_publish(struct proxy_task_status *st, enum nproxy_status rc,
+					enum nproxy_task_run_state rs)
+{
+	__atomic_store_n(&st->progress_status, (int)rc, __ATOMIC_RELAXED);
+	__atomic_store_n(&st->run_state, (uint32_t)rs, __ATOMIC_RELEASE);
+}
+
+static inline void proxy_status_set_state(struct proxy_task_status *st,
+					  enum nproxy_task_run_state rs)
+{
+	__atomic_store_n(&st->run_state, (uint32_t)rs, __ATOMIC_RELEASE);
+}
+
+/* The device-trigger gate over the first streams_n words only. */
+bool proxy_task_can_start(const struct proxy_task *task);
+void proxy_task_clear_start_flag(struct proxy_task *task);
+/* Common constructor part; the task takes a status reference. */
+void proxy_task_init(struct proxy_task *task, const struct proxy_task_ops *ops,
+		     struct nproxy_comm *comm, struct proxy_task_status *st,
+		     uint64_t exec_id, uint32_t streams_n,
+		     volatile uint32_t *const *trigger_words);
+void proxy_task_fini(struct proxy_task *task);
+
+/* ---- proxy_net_task.c / proxy_barrier_task.c ---- */
+struct proxy_task *proxy_net_task_new(struct nproxy_comm *comm, const struct nproxy_cc_op *op,
+				      volatile uint32_t *const *trigger_words,
+				      const struct nproxy_device_sems *dev,
+				      struct proxy_task_status *st, uint64_t exec_id);
+struct proxy_task *proxy_barrier_task_new(struct nproxy_comm *comm,
+					  const struct nproxy_cc_op *op,
+					  volatile uint32_t *const *trigger_words,
+					  const struct nproxy_device_sems *dev,
+					  struct proxy_task_status *st, uint64_t exec_id);
+
+#endif

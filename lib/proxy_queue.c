@@ -1,0 +1,431 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The shared queue and its worker thread ("proxy-<tid>"): the seed's
+ * enc_proxy_queue -- start / worker_thread / process / append / destroy.
+ *
+ * process() is the outer state machine: drain queued tasks into the
+ * per-rank active map, step() every active task once, recycle DONE, then
+ * sleep on the condition variable only when nothing is active and nothing
+ * queued; when every active task made no progress, apply the idle policy.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include <nproxy/log.h>
+#include "proxy_internal.h"
+
+/* Adaptive policy: idle ticks spent spinning, then yielding, then sleeping. */
+#define ADAPTIVE_SPIN_TICKS	256u
+#define ADAPTIVE_YIELD_TICKS	256u
+#define ADAPTIVE_SLEEP_NS	50000L
+/* The cv wait is woken by append/destroy; the timeout is only a safety net. */
+#define CV_SAFETY_TIMEOUT_S	1
+
+/* Test hook (nproxy_proxy_test_fail_thread_create). */
+static int thread_fail_err;
+static unsigned int thread_fail_count;
+
+void nproxy_proxy_test_fail_thread_create(int err, unsigned int count)
+{
+	__atomic_store_n(&thread_fail_err, err, __ATOMIC_RELAXED);
+	__atomic_store_n(&thread_fail_count, count, __ATOMIC_RELEASE);
+}
+
+int proxy_thread_create(pthread_t *thread, const pthread_attr_t *attr,
+			void *(*fn)(void *), void *arg)
+{
+	unsigned int n = __atomic_load_n(&thread_fail_count, __ATOMIC_ACQUIRE);
+
+	while (n) {
+		if (__atomic_compare_exchange_n(&thread_fail_count, &n, n - 1, false,
+						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			return __atomic_load_n(&thread_fail_err, __ATOMIC_RELAXED);
+	}
+	return pthread_create(thread, attr, fn, arg);
+}
+
+enum nproxy_idle_policy proxy_idle_policy_from_env(void)
+{
+	const char *v = getenv("NPROXY_IDLE_POLICY");
+
+	if (v && *v) {
+		if (!strcasecmp(v, "spin"))
+			return NPROXY_IDLE_SPIN;
+		if (!strcasecmp(v, "yield"))
+			return NPROXY_IDLE_YIELD;
+		if (!strcasecmp(v, "adaptive"))
+			return NPROXY_IDLE_ADAPTIVE;
+		nproxy_log(NPROXY_LOG_WARN, "NPROXY_IDLE_POLICY=%s: unknown, using the default", v);
+	}
+	v = getenv("NPROXY_ONE_THREAD_PER_CORE");
+	if (v && !strcmp(v, "1"))
+		return NPROXY_IDLE_SPIN;
+	return NPROXY_IDLE_YIELD;
+}
+
+struct proxy_queue *proxy_queue_create(uint32_t gid, enum nproxy_idle_policy policy)
+{
+	struct proxy_queue *q = calloc(1, sizeof(*q));
+	pthread_condattr_t ca;
+
+	if (!q)
+		return NULL;
+	pthread_mutex_init(&q->mtx, NULL);
+	pthread_mutex_init(&q->state_mtx, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&q->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	q->status_head.next = q->status_head.prev = &q->status_head;
+	q->gid = gid;
+	q->idle_policy = policy == NPROXY_IDLE_DEFAULT ? proxy_idle_policy_from_env() : policy;
+	return q;
+}
+
+/* Take mtx, announcing it so a spinning worker lets go between ticks. */
+void proxy_queue_lock(struct proxy_queue *q)
+{
+	__atomic_add_fetch(&q->lock_waiters, 1, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&q->mtx);
+	__atomic_sub_fetch(&q->lock_waiters, 1, __ATOMIC_RELAXED);
+}
+
+void proxy_queue_unlock(struct proxy_queue *q)
+{
+	pthread_mutex_unlock(&q->mtx);
+}
+
+static bool bucket_append(struct proxy_queue *q, struct proxy_task *t)
+{
+	struct proxy_rank_bucket **pb = &q->active, *b;
+
+	while (*pb && (*pb)->rank < t->rank)
+		pb = &(*pb)->next;
+	b = *pb;
+	if (!b || b->rank != t->rank) {
+		b = calloc(1, sizeof(*b));
+		if (!b)
+			return false;
+		b->rank = t->rank;
+		b->next = *pb;
+		*pb = b;
+	}
+	t->next = NULL;
+	if (b->tail)
+		b->tail->next = t;
+	else
+		b->head = t;
+	b->tail = t;
+	return true;
+}
+
+static void idle_wait(enum nproxy_idle_policy policy, uint32_t idle_streak)
+{
+	switch (policy) {
+	case NPROXY_IDLE_SPIN:
+		break;
+	case NPROXY_IDLE_ADAPTIVE:
+		if (idle_streak <= ADAPTIVE_SPIN_TICKS)
+			break;
+		if (idle_streak <= ADAPTIVE_SPIN_TICKS + ADAPTIVE_YIELD_TICKS) {
+			sched_yield();
+		} else {
+			struct timespec ts = { 0, ADAPTIVE_SLEEP_NS };
+
+			nanosleep(&ts, NULL);
+		}
+		break;
+	case NPROXY_IDLE_YIELD:
+	default:
+		sched_yield();
+		break;
+	}
+}
+
+static void cv_wait(struct proxy_queue *q)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += CV_SAFETY_TIMEOUT_S;
+	pthread_cond_timedwait(&q->cv, &q->mtx, &ts);
+}
+
+/* The seed's enc_proxy_queue::process. */
+static void queue_process(struct proxy_queue *q)
+{
+	uint64_t ticks = 0, steps = 0, idle_ticks = 0, cv_waits = 0, tasks_done = 0;
+	uint32_t idle_streak = 0;
+
+	pthread_mutex_lock(&q->mtx);
+	while (!__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE)) {
+		uint64_t active_count = 0, idle_count = 0, done_now = 0;
+		struct proxy_rank_bucket **pb;
+		bool all_idle;
+
+		/* (1) DRAIN into the per-rank active map. */
+		while (q->queue_head) {
+			struct proxy_task *t = q->queue_head;
+			struct proxy_task *next = t->next;
+
+			if (!bucket_append(q, t))
+				break;	/* out of memory: leave it queued, retry next tick */
+			q->queue_head = next;
+			if (!next)
+				q->queue_tail = NULL;
+		}
+
+		/* (2) STEP every active task once; recycle DONE only. */
+		for (pb = &q->active; *pb;) {
+			struct proxy_rank_bucket *b = *pb;
+			struct proxy_task **pt = &b->head, *prev = NULL;
+
+			while (*pt) {
+				struct proxy_task *t = *pt;
+				uint32_t rs;
+
+				active_count++;
+				t->ops->step(t);
+				steps++;
+				rs = proxy_status_run_state(t->status);
+				if (rs == NPROXY_TASK_STATE_DONE) {
+					*pt = t->next;
+					if (b->tail == t)
+						b->tail = prev;
+					t->ops->destroy(t);
+					done_now++;
+					continue;
+				}
+				/* IDLE is in flight, and so is a closed trigger gate:
+				 * neither moved this tick. */
+				if (rs == NPROXY_TASK_STATE_IDLE ||
+				    rs == NPROXY_TASK_STATE_WAITING_DEVICE_TRIGGER)
+					idle_count++;
+				prev = t;
+				pt = &t->next;
+			}
+			if (!b->head) {
+				*pb = b->next;
+				free(b);
+			} else {
+				pb = &b->next;
+			}
+		}
+		ticks++;
+		tasks_done += done_now;
+		all_idle = active_count && idle_count == active_count;
+		if (all_idle)
+			idle_ticks++;
+		__atomic_store_n(&q->stat_ticks, ticks, __ATOMIC_RELAXED);
+		__atomic_store_n(&q->stat_steps, steps, __ATOMIC_RELAXED);
+		__atomic_store_n(&q->stat_idle_ticks, idle_ticks, __ATOMIC_RELAXED);
+		__atomic_store_n(&q->stat_tasks_done, tasks_done, __ATOMIC_RELAXED);
+		__atomic_store_n(&q->stat_tasks_active, active_count - done_now,
+				 __ATOMIC_RELAXED);
+
+		/* (3) BLOCK only on true quiescence (checked under mtx: no lost wakeup). */
+		if (!q->active && !q->queue_head) {
+			idle_streak = 0;
+			if (__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE))
+				break;
+			cv_waits++;
+			__atomic_store_n(&q->stat_cv_waits, cv_waits, __ATOMIC_RELAXED);
+			cv_wait(q);
+			continue;
+		}
+		idle_streak = all_idle && !q->queue_head ? idle_streak + 1 : 0;
+		pthread_mutex_unlock(&q->mtx);
+		if (idle_streak)
+			idle_wait(q->idle_policy, idle_streak);
+		/* A producer is waiting for mtx: let it in before re-ticking. */
+		while (__atomic_load_n(&q->lock_waiters, __ATOMIC_RELAXED))
+			sched_yield();
+		pthread_mutex_lock(&q->mtx);
+	}
+	pthread_mutex_unlock(&q->mtx);
+}
+
+/* The seed's worker_thread: name the thread after its tid, then process(). */
+static void *queue_worker(void *arg)
+{
+	struct proxy_queue *q = arg;
+	int tid = (int)syscall(SYS_gettid);
+	char name[16];
+	int rc;
+
+	snprintf(name, sizeof(name), "proxy-%d", tid);
+	rc = pthread_setname_np(pthread_self(), name);
+	if (rc)
+		nproxy_log(NPROXY_LOG_WARN, "Cannot set thread name: %d", rc);
+	pthread_mutex_lock(&q->mtx);
+	__atomic_store_n(&q->tid, tid, __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&q->cv);
+	pthread_mutex_unlock(&q->mtx);
+	queue_process(q);
+	return NULL;
+}
+
+/* The seed's enc_proxy_queue::start. */
+enum nproxy_status proxy_queue_start(struct proxy_queue *q, const cpu_set_t *cpus)
+{
+	pthread_attr_t attr;
+	int rc;
+
+	pthread_attr_init(&attr);
+	if (cpus) {
+		rc = pthread_attr_setaffinity_np(&attr, sizeof(*cpus), cpus);
+		if (rc) {
+			pthread_attr_destroy(&attr);
+			nproxy_log(NPROXY_LOG_ERROR, "[gid %u] cannot set worker affinity: %d",
+				   q->gid, rc);
+			return NPROXY_INVALID;
+		}
+	}
+	rc = proxy_thread_create(&q->thread, &attr, queue_worker, q);
+	pthread_attr_destroy(&attr);
+	if (rc) {
+		nproxy_log(NPROXY_LOG_ERROR, "Failed to create worker thread: %d", rc);
+		return NPROXY_RESOURCE;
+	}
+	q->started = true;
+	/* Return with the worker named and its tid known (tools, tests). */
+	pthread_mutex_lock(&q->mtx);
+	while (!__atomic_load_n(&q->tid, __ATOMIC_ACQUIRE))
+		pthread_cond_wait(&q->cv, &q->mtx);
+	pthread_mutex_unlock(&q->mtx);
+	return NPROXY_SUCCESS;
+}
+
+/* The seed's append_task: status first (state_mtx), then the task (mtx), then notify. */
+void proxy_queue_append(struct proxy_queue *q, struct proxy_task *task)
+{
+	struct proxy_task_status *st = task->status;
+
+	pthread_mutex_lock(&q->state_mtx);
+	st->prev = q->status_head.prev;
+	st->next = &q->status_head;
+	q->status_head.prev->next = st;
+	q->status_head.prev = st;
+	pthread_mutex_unlock(&q->state_mtx);
+
+	proxy_queue_lock(q);
+	task->next = NULL;
+	if (q->queue_tail)
+		q->queue_tail->next = task;
+	else
+		q->queue_head = task;
+	q->queue_tail = task;
+	proxy_queue_unlock(q);
+	pthread_cond_broadcast(&q->cv);
+}
+
+static void status_unlink_matching(struct proxy_queue *q, const struct nproxy_comm *comm)
+{
+	struct proxy_task_status *st, *next, *dropped = NULL;
+
+	pthread_mutex_lock(&q->state_mtx);
+	for (st = q->status_head.next; st != &q->status_head; st = next) {
+		next = st->next;
+		if (comm && st->comm != comm)
+			continue;
+		st->prev->next = st->next;
+		st->next->prev = st->prev;
+		st->prev = NULL;
+		st->next = dropped;	/* reuse the link for the drop list */
+		dropped = st;
+	}
+	pthread_mutex_unlock(&q->state_mtx);
+	while (dropped) {
+		st = dropped;
+		dropped = st->next;
+		proxy_status_put(st);
+	}
+}
+
+/* Called with mtx held: abort (destroy) every task of comm (all when NULL). */
+static void tasks_drop_matching(struct proxy_queue *q, const struct nproxy_comm *comm)
+{
+	struct proxy_task **pt, *t, *prev = NULL;
+	struct proxy_rank_bucket **pb;
+
+	for (pt = &q->queue_head; (t = *pt);) {
+		if (comm && t->comm != comm) {
+			prev = t;
+			pt = &t->next;
+			continue;
+		}
+		*pt = t->next;
+		if (q->queue_tail == t)
+			q->queue_tail = prev;
+		proxy_status_publish(t->status, NPROXY_CANCELLED, NPROXY_TASK_STATE_DONE);
+		t->ops->destroy(t);
+	}
+	for (pb = &q->active; *pb;) {
+		struct proxy_rank_bucket *b = *pb;
+
+		prev = NULL;
+		for (pt = &b->head; (t = *pt);) {
+			if (comm && t->comm != comm) {
+				prev = t;
+				pt = &t->next;
+				continue;
+			}
+			*pt = t->next;
+			if (b->tail == t)
+				b->tail = prev;
+			proxy_status_publish(t->status, NPROXY_CANCELLED, NPROXY_TASK_STATE_DONE);
+			t->ops->destroy(t);
+		}
+		if (!b->head) {
+			*pb = b->next;
+			free(b);
+		} else {
+			pb = &b->next;
+		}
+	}
+}
+
+void proxy_queue_drop_comm(struct proxy_queue *q, const struct nproxy_comm *comm)
+{
+	/* Under mtx the worker is between ticks: no step() runs concurrently. */
+	proxy_queue_lock(q);
+	tasks_drop_matching(q, comm);
+	proxy_queue_unlock(q);
+	status_unlink_matching(q, comm);
+}
+
+/* The seed's ~enc_proxy_queue: stop, notify, join (only if started). */
+void proxy_queue_destroy(struct proxy_queue *q)
+{
+	if (!q)
+		return;
+	proxy_queue_lock(q);
+	__atomic_store_n(&q->stop, true, __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&q->cv);
+	proxy_queue_unlock(q);
+	if (q->started)
+		pthread_join(q->thread, NULL);
+	tasks_drop_matching(q, NULL);
+	status_unlink_matching(q, NULL);
+	pthread_cond_destroy(&q->cv);
+	pthread_mutex_destroy(&q->mtx);
+	pthread_mutex_destroy(&q->state_mtx);
+	free(q);
+}
+
+void proxy_queue_stats(struct proxy_queue *q, struct nproxy_proxy_stats *out)
+{
+	out->ticks = __atomic_load_n(&q->stat_ticks, __ATOMIC_RELAXED);
+	out->steps = __atomic_load_n(&q->stat_steps, __ATOMIC_RELAXED);
+	out->idle_ticks = __atomic_load_n(&q->stat_idle_ticks, __ATOMIC_RELAXED);
+	out->cv_waits = __atomic_load_n(&q->stat_cv_waits, __ATOMIC_RELAXED);
+	out->tasks_done = __atomic_load_n(&q->stat_tasks_done, __ATOMIC_RELAXED);
+	out->tasks_active = __atomic_load_n(&q->stat_tasks_active, __ATOMIC_RELAXED);
+	out->worker_tid = __atomic_load_n(&q->tid, __ATOMIC_ACQUIRE);
+	out->idle_policy = q->idle_policy;
+}
