@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
+/*
+ * libnproxy: the network engine over libfabric -- the passive "libnccom"
+ * side of the seam (<nproxy/seam.h>).
+ *
+ * One engine per rank of a comm: one RDM endpoint, one CQ, one AV holding
+ * every peer.  nproxy_net_open() selects the provider, brings the endpoint
+ * up and all-gathers endpoint names (bananaphone when every rank is local
+ * and a bus is given, else a TCP rendezvous at NPROXY_ROOT_COMM_ID).  After
+ * that the engine only moves when its owner calls the seam's progress()
+ * (manual progress: there is no engine thread) or the host barrier's
+ * arrive()/test().
+ *
+ * Environment (read by nproxy_net_open when the option is 0/NULL):
+ *   FI_PROVIDER            the provider (libfabric's own filter); otherwise
+ *                          efa, then shm when all ranks share a host, then
+ *                          "tcp;ofi_rxm".
+ *   NPROXY_ROOT_COMM_ID    host:port of the TCP rendezvous (rank 0 listens).
+ *   NPROXY_NET_CREDITS     ops in flight per peer and direction (default 8).
+ *   NPROXY_NET_TIMEOUT_MS  no-progress deadline of an op, and rendezvous
+ *                          timeout (default 30000).
+ *
+ * See Documentation/net.md for the op FIFO record format and tag layout.
+ */
+#ifndef NPROXY_NET_H
+#define NPROXY_NET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <nproxy/seam.h>
+#include <nproxy/status.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NPROXY_NET_MAX_RANKS		4096	/* 12 bits of the tag */
+#define NPROXY_NET_MAX_COMM_ID		2047	/* 11 bits of the tag */
+#define NPROXY_NET_DEFAULT_CREDITS	8	/* like NCCL_STEPS */
+#define NPROXY_NET_DEFAULT_TIMEOUT_MS	30000
+
+struct bp;
+struct nproxy_net;
+
+struct nproxy_net_opts {
+	size_t sz;		/* sizeof(struct nproxy_net_opts): extensible */
+	uint32_t rank;		/* this rank, 0..n_ranks-1 */
+	uint32_t n_ranks;	/* 1..NPROXY_NET_MAX_RANKS */
+	uint32_t comm_id;	/* same on every rank, 0..NPROXY_NET_MAX_COMM_ID */
+	uint32_t credits;	/* 0: NPROXY_NET_CREDITS or the default */
+	int timeout_ms;		/* 0: NPROXY_NET_TIMEOUT_MS or the default */
+	uint32_t reserved;	/* must be 0 */
+	const char *provider;	/* NULL: FI_PROVIDER, else efa > shm (one host) > tcp;ofi_rxm */
+	const char *root;	/* NULL: NPROXY_ROOT_COMM_ID ("host:port") */
+	/*
+	 * Optional bananaphone bus spanning exactly these n_ranks (bus rank ==
+	 * comm rank): names are then exchanged over it and no TCP rendezvous
+	 * is used.  Borrowed during nproxy_net_open() only.
+	 */
+	struct bp *bp;
+};
+
+/*
+ * Collective over the comm: every rank calls it; returns once every rank's
+ * endpoint is known.  On failure *out is NULL and the log names the rank,
+ * provider or rendezvous step that failed.
+ */
+NPROXY_API enum nproxy_status nproxy_net_open(const struct nproxy_net_opts *opts,
+					      struct nproxy_net **out);
+/* Cancels whatever is still posted and frees everything.  NULL is a no-op. */
+NPROXY_API void nproxy_net_close(struct nproxy_net *net);
+
+/* The seam and host barrier this engine implements (valid until close). */
+NPROXY_API void nproxy_net_seam(struct nproxy_net *net, struct nproxy_seam *out);
+NPROXY_API void nproxy_net_host_barrier(struct nproxy_net *net,
+					struct nproxy_host_barrier *out);
+
+/*
+ * Register [buf, buf+len) for ops (struct nproxy_net_addr.mr).  Cached per
+ * buffer: registering the same (buf, len) again returns the same id and
+ * takes a reference.  The buffer must outlive every block using it.
+ */
+NPROXY_API enum nproxy_status nproxy_net_mr_register(struct nproxy_net *net, void *buf,
+						     size_t len, uint32_t *id);
+/* Drop one reference; NPROXY_BUSY if a started block still uses it. */
+NPROXY_API enum nproxy_status nproxy_net_mr_deregister(struct nproxy_net *net, uint32_t id);
+
+NPROXY_API uint32_t nproxy_net_rank(const struct nproxy_net *net);
+NPROXY_API uint32_t nproxy_net_size(const struct nproxy_net *net);
+/* "shm", "tcp;ofi_rxm", "efa", ... */
+NPROXY_API const char *nproxy_net_provider(const struct nproxy_net *net);
+/* Text of the last error (names rank, peer, stream, block, op); "" if none. */
+NPROXY_API const char *nproxy_net_strerror(const struct nproxy_net *net);
+
+/*
+ * The rendezvous on its own (also used by tests and tools): all-gather
+ * blobs of any size over TCP at root "host:port", rank 0 listening.
+ */
+struct nproxy_rdzv;
+NPROXY_API enum nproxy_status nproxy_rdzv_open(const char *root, uint32_t rank,
+					       uint32_t n_ranks, int timeout_ms,
+					       struct nproxy_rdzv **out);
+/* *out is malloc'd: n_ranks blobs back to back; lens[r]/offs[r] locate each. */
+NPROXY_API enum nproxy_status nproxy_rdzv_allgather(struct nproxy_rdzv *rz, const void *data,
+						    size_t len, void **out, size_t *lens,
+						    size_t *offs);
+NPROXY_API const char *nproxy_rdzv_strerror(const struct nproxy_rdzv *rz);
+NPROXY_API void nproxy_rdzv_close(struct nproxy_rdzv *rz);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Ring all-gather and ring all-reduce through the libfabric engine's seam,
+ * 2 and 4 forked ranks, on shm and on tcp;ofi_rxm (FI_TCP_IFACE=lo), sizes
+ * 1 B, 4 KiB, 1 MiB, 8 MiB and odd ones, verified byte for byte.  The
+ * rendezvous runs on 127.0.0.1.
+ *
+ * With arguments it runs one rank instead (net_multihost.sh uses that):
+ *   net_ring --rank R --ranks N [--sizes a,b,c]     (env: NPROXY_ROOT_COMM_ID, FI_*)
+ */
+#include "kselftest_harness.h"
+#include "ring_common.h"
+
+static const size_t ring_sizes[] = { 1, 4096, 4097, 1 << 20, (1 << 20) + 13, 8 << 20 };
+
+struct ring_job {
+	const char *provider;
+	uint32_t n;
+	char root[64];
+	const size_t *sizes;
+	int n_sizes;
+	int timeout_ms;
+};
+
+static int ring_rank(uint32_t rank, void *arg)
+{
+	struct ring_job *job = arg;
+	struct nproxy_net_opts o = {
+		.sz = sizeof(o), .rank = rank, .n_ranks = job->n, .comm_id = 7,
+		.timeout_ms = job->timeout_ms, .root = job->root[0] ? job->root : NULL,
+	};
+	struct nproxy_net *net;
+	enum nproxy_status st;
+	int bad = 0;
+
+	if (job->provider) {
+		setenv("FI_PROVIDER", job->provider, 1);
+		setenv("FI_TCP_IFACE", "lo", 0);
+	}
+	st = nproxy_net_open(&o, &net);
+	if (st) {
+		fprintf(stderr, "rank %u: nproxy_net_open: %s\n", rank, nproxy_status_str(st));
+		return 2;
+	}
+	if (job->provider && strcmp(nproxy_net_provider(net), job->provider)) {
+		fprintf(stderr, "rank %u: got provider %s, asked for %s\n", rank,
+			nproxy_net_provider(net), job->provider);
+		bad = 1;
+	}
+	for (int i = 0; !bad && i < job->n_sizes; i++) {
+		if (ring_allgather(net, job->sizes[i], (uint32_t)i, 2 * (uint32_t)i, job->timeout_ms) ||
+		    ring_allreduce(net, job->sizes[i], (uint32_t)i + 100, 2 * (uint32_t)i, job->timeout_ms))
+			bad = 1;
+	}
+	nproxy_net_close(net);
+	return bad;
+}
+
+static void run_ring(struct __test_metadata *_metadata, const char *provider, uint32_t n)
+{
+	struct ring_job job = { .provider = provider, .n = n, .sizes = ring_sizes,
+				.n_sizes = (int)(sizeof(ring_sizes) / sizeof(ring_sizes[0])),
+				.timeout_ms = 20000 };
+	int exits[64], port = ring_free_port();
+
+	ASSERT_GT(port, 0);
+	snprintf(job.root, sizeof(job.root), "127.0.0.1:%d", port);
+	ASSERT_EQ((int)n, ring_fork_ranks(n, ring_rank, &job, 120000, exits)) {
+		for (uint32_t r = 0; r < n; r++)
+			TH_LOG("rank %u exit %d", r, exits[r]);
+	}
+}
+
+TEST(shm_2_ranks) { run_ring(_metadata, "shm", 2); }
+TEST(shm_4_ranks) { run_ring(_metadata, "shm", 4); }
+TEST(tcp_rxm_2_ranks) { run_ring(_metadata, "tcp;ofi_rxm", 2); }
+TEST(tcp_rxm_4_ranks) { run_ring(_metadata, "tcp;ofi_rxm", 4); }
+
+/* One rank, no rendezvous: the ring degenerates, the engine still opens. */
+TEST(single_rank)
+{
+	struct ring_job job = { .provider = "shm", .n = 1, .sizes = ring_sizes, .n_sizes = 2,
+				.timeout_ms = 5000 };
+	int exits[1];
+
+	ASSERT_EQ(1, ring_fork_ranks(1, ring_rank, &job, 30000, exits));
+}
+
+static int rank_main(int argc, char **argv)
+{
+	struct ring_job job = { .timeout_ms = 30000 };
+	size_t sizes[16];
+	int rank = -1;
+
+	job.sizes = sizes;
+	for (int i = 1; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--rank"))
+			rank = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--ranks"))
+			job.n = (uint32_t)atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--timeout-ms"))
+			job.timeout_ms = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--sizes"))
+			for (char *t = strtok(argv[i + 1], ","); t && job.n_sizes < 16; t = strtok(NULL, ","))
+				sizes[job.n_sizes++] = strtoull(t, NULL, 0);
+	}
+	if (rank < 0 || !job.n || (uint32_t)rank >= job.n) {
+		fprintf(stderr, "usage: %s --rank R --ranks N [--sizes a,b] [--timeout-ms T]\n", argv[0]);
+		return 2;
+	}
+	if (!job.n_sizes) {
+		memcpy(sizes, ring_sizes, sizeof(ring_sizes));
+		job.n_sizes = (int)(sizeof(ring_sizes) / sizeof(ring_sizes[0]));
+	}
+	return ring_rank((uint32_t)rank, &job);
+}
+
+static void __attribute__((constructor)) ring_constructor_order_last(void)
+{
+	if (!__constructor_order)
+		__constructor_order = _CONSTRUCTOR_ORDER_BACKWARD;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && !strcmp(argv[1], "--rank"))
+		return rank_main(argc, argv);
+	return test_harness_run(argc, argv);
+}

@@ -1,0 +1,359 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Shared by the net selftests: ring all-gather and ring all-reduce driven
+ * straight through the seam (start / progress / stop) of a libfabric
+ * engine, with the "device" played by the test loop: semaphores in local
+ * memory gate sends (preconditions) and count completions, and the
+ * all-reduce's reductions happen between a recv completing and the next
+ * send being allowed -- what the on-device program does.
+ *
+ * Also: forking N ranks with a bounded wait, and a free port for the
+ * rendezvous on 127.0.0.1.
+ */
+#ifndef NET_RING_COMMON_H
+#define NET_RING_COMMON_H
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <nproxy/handshake.h>
+#include <nproxy/net.h>
+
+static inline int64_t ring_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Byte i of rank r's contribution. */
+static inline uint8_t ring_pattern(uint32_t r, size_t i, uint32_t salt)
+{
+	return (uint8_t)(i * 7 + r * 13 + salt * 31 + 1 + (i >> 8));
+}
+
+static inline size_t chunk_off(size_t size, uint32_t n, uint32_t c)
+{
+	return size * c / n;
+}
+
+static inline size_t chunk_len(size_t size, uint32_t n, uint32_t c)
+{
+	return chunk_off(size, n, c + 1) - chunk_off(size, n, c);
+}
+
+/* Drive one block to block_done (or error / deadline), running `device` each tick. */
+typedef void (*ring_device_fn)(void *arg);
+
+static inline enum nproxy_status ring_drive(struct nproxy_seam *seam, uint32_t stream, uint32_t bb,
+					    ring_device_fn device, void *arg, int timeout_ms)
+{
+	int64_t deadline = ring_now_ms() + timeout_ms;
+	bool idle, block_done = false, done = false;
+	enum nproxy_status st = NPROXY_SUCCESS;
+
+	while (!block_done) {
+		st = seam->ops->progress(seam->engine, stream, bb, &idle, &block_done, &done);
+		if (st != NPROXY_SUCCESS)
+			return st;
+		if (device)
+			device(arg);
+		if (ring_now_ms() > deadline) {
+			fprintf(stderr, "ring_drive: test deadline of %d ms passed\n", timeout_ms);
+			return NPROXY_TIMEOUT;
+		}
+	}
+	return st;
+}
+
+/*
+ * Ring all-gather of `size` bytes per rank: buf holds n chunks of size;
+ * step s sends chunk (r - s) and receives chunk (r - s - 1).  A send after
+ * step 0 forwards what the previous recv delivered: precondition sem[0] >= s,
+ * every recv adds 1 to sem[0], every send adds 1 to sem[1].
+ */
+static inline int ring_allgather(struct nproxy_net *net, size_t size, uint32_t salt, uint32_t bb,
+				 int timeout_ms)
+{
+	uint32_t r = nproxy_net_rank(net), n = nproxy_net_size(net);
+	uint32_t right = (r + 1) % n, left = (r + n - 1) % n;
+	size_t total = size * n;
+	uint8_t *buf = malloc(total ? total : 1);
+	struct nproxy_net_op *ops = calloc(2 * n, sizeof(*ops));
+	struct nproxy_net_addr *addrs = calloc(n, sizeof(*addrs));
+	uint64_t sems[2] = { 0, 0 };
+	struct nproxy_device_sems dev = { sems, 2 };
+	struct nproxy_seam seam;
+	struct nproxy_fifo_set fs;
+	enum nproxy_status st;
+	uint32_t mr, n_ops = 0;
+	int bad = 0;
+
+	if (!buf || !ops || !addrs)
+		return -1;
+	memset(buf, 0xee, total);
+	for (size_t i = 0; i < size; i++)
+		buf[r * size + i] = ring_pattern(r, i, salt);
+	st = nproxy_net_mr_register(net, buf, total ? total : 1, &mr);
+	if (st) {
+		fprintf(stderr, "rank %u: mr_register: %s\n", r, nproxy_status_str(st));
+		return -1;
+	}
+	for (uint32_t c = 0; c < n; c++)
+		addrs[c] = (struct nproxy_net_addr){ .mr = mr, .offset = c * size };
+	for (uint32_t s = 0; s + 1 < n; s++) {
+		ops[n_ops++] = (struct nproxy_net_op){
+			.kind = NPROXY_NET_OP_SEND, .peer = right, .addr_idx = (r + n - s) % n,
+			.len = (uint32_t)size, .flags = NPROXY_NET_OP_F_COMPLETE |
+			(s ? NPROXY_NET_OP_F_PRECOND : 0), .pre_sem = 0, .pre_value = s,
+			.post_sem = 1, .post_inc = 1 };
+		ops[n_ops++] = (struct nproxy_net_op){
+			.kind = NPROXY_NET_OP_RECV, .peer = left, .addr_idx = (r + 2 * n - s - 1) % n,
+			.len = (uint32_t)size, .flags = NPROXY_NET_OP_F_COMPLETE, .post_sem = 0,
+			.post_inc = 1 };
+	}
+	fs = (struct nproxy_fifo_set){ .ops = ops, .n_ops = n_ops, .src = addrs, .n_src = n,
+				       .dst = addrs, .n_dst = n };
+	nproxy_net_seam(net, &seam);
+	st = seam.ops->start(seam.engine, 0, bb, &fs, &dev);
+	if (!st)
+		st = ring_drive(&seam, 0, bb, NULL, NULL, timeout_ms);
+	if (st) {
+		fprintf(stderr, "rank %u: all-gather of %zu: %s: %s\n", r, size,
+			nproxy_status_str(st), nproxy_net_strerror(net));
+		bad = -(int)st;
+	}
+	seam.ops->stop(seam.engine, 0, bb);
+	if (!bad && (sems[0] != n - 1 || sems[1] != n - 1)) {
+		fprintf(stderr, "rank %u: completion semaphores %lu/%lu, want %u\n", r,
+			(unsigned long)sems[0], (unsigned long)sems[1], n - 1);
+		bad = -1;
+	}
+	for (uint32_t c = 0; !bad && c < n; c++)
+		for (size_t i = 0; i < size; i++)
+			if (buf[c * size + i] != ring_pattern(c, i, salt)) {
+				fprintf(stderr, "rank %u: all-gather %zu: chunk %u byte %zu is %#x, want %#x\n",
+					r, size, c, i, buf[c * size + i], ring_pattern(c, i, salt));
+				bad = -1;
+				break;
+			}
+	nproxy_net_mr_deregister(net, mr);
+	free(buf);
+	free(ops);
+	free(addrs);
+	return bad;
+}
+
+/* The all-reduce's "device": reduce what arrived, then let the next send go. */
+struct ring_ar_dev {
+	uint32_t r, n;
+	size_t size;
+	uint8_t *acc, *tmp;
+	uint64_t *sems;		/* 0: RS recvs, 1: RS reductions done, 2: AG recvs */
+	uint32_t reduced;
+};
+
+static inline void ring_ar_device(void *arg)
+{
+	struct ring_ar_dev *d = arg;
+
+	while (d->reduced < nproxy_sem_load(&d->sems[0])) {
+		uint32_t s = d->reduced, c = (d->r + 2 * d->n - s - 1) % d->n;
+		size_t off = chunk_off(d->size, d->n, c), len = chunk_len(d->size, d->n, c);
+
+		for (size_t i = 0; i < len; i++)
+			d->acc[off + i] += d->tmp[s * d->size + off + i];
+		d->reduced++;
+		nproxy_sem_add(&d->sems[1], 1);
+	}
+}
+
+/*
+ * Ring all-reduce (byte-wise sum mod 256) of `size` bytes: reduce-scatter
+ * in block bb, all-gather in block bb + 1, so the test also switches
+ * blocks (stop of the first, progress of the second) the way the proxy
+ * task does.
+ */
+static inline int ring_allreduce(struct nproxy_net *net, size_t size, uint32_t salt, uint32_t bb,
+				 int timeout_ms)
+{
+	uint32_t r = nproxy_net_rank(net), n = nproxy_net_size(net);
+	uint32_t right = (r + 1) % n, left = (r + n - 1) % n;
+	uint8_t *acc = malloc(size ? size : 1), *tmp = malloc(size * n + 1);
+	struct nproxy_net_op *rs = calloc(2 * n, sizeof(*rs)), *ag = calloc(2 * n, sizeof(*ag));
+	struct nproxy_net_addr *a_acc = calloc(n, sizeof(*a_acc)), *a_tmp = calloc(n, sizeof(*a_tmp));
+	uint64_t sems[3] = { 0, 0, 0 };
+	struct nproxy_device_sems dev = { sems, 3 };
+	struct ring_ar_dev d = { .r = r, .n = n, .size = size, .acc = acc, .tmp = tmp, .sems = sems };
+	struct nproxy_fifo_set fs_rs, fs_ag;
+	struct nproxy_seam seam;
+	enum nproxy_status st;
+	uint32_t mr_acc, mr_tmp, n_rs = 0, n_ag = 0;
+	int bad = 0;
+
+	if (!acc || !tmp || !rs || !ag || !a_acc || !a_tmp)
+		return -1;
+	for (size_t i = 0; i < size; i++)
+		acc[i] = ring_pattern(r, i, salt);
+	memset(tmp, 0, size * n + 1);
+	if (nproxy_net_mr_register(net, acc, size ? size : 1, &mr_acc) ||
+	    nproxy_net_mr_register(net, tmp, size * n + 1, &mr_tmp))
+		return -1;
+	/* dst/src index c: chunk c of acc; tmp slot s: step s's incoming chunk (at its offset). */
+	for (uint32_t c = 0; c < n; c++) {
+		a_acc[c] = (struct nproxy_net_addr){ .mr = mr_acc, .offset = chunk_off(size, n, c) };
+		a_tmp[c] = (struct nproxy_net_addr){ .mr = mr_tmp, .offset = c * size };
+	}
+	for (uint32_t s = 0; s + 1 < n; s++) {
+		uint32_t cs = (r + n - s) % n, cr = (r + 2 * n - s - 1) % n;
+
+		rs[n_rs++] = (struct nproxy_net_op){
+			.kind = NPROXY_NET_OP_SEND, .peer = right, .addr_idx = cs,
+			.len = (uint32_t)chunk_len(size, n, cs),
+			.flags = s ? NPROXY_NET_OP_F_PRECOND : 0, .pre_sem = 1, .pre_value = s };
+		rs[n_rs++] = (struct nproxy_net_op){
+			.kind = NPROXY_NET_OP_RECV, .peer = left, .addr_idx = s,
+			.len = (uint32_t)chunk_len(size, n, cr), .flags = NPROXY_NET_OP_F_COMPLETE,
+			.post_sem = 0, .post_inc = 1 };
+	}
+	/* tmp slot s receives chunk cr at offset s*size + chunk_off(cr). */
+	for (uint32_t s = 0; s + 1 < n; s++) {
+		uint32_t cr = (r + 2 * n - s - 1) % n;
+
+		a_tmp[s].offset = s * size + chunk_off(size, n, cr);
+	}
+	for (uint32_t s = 0; s + 1 < n; s++) {
+		uint32_t cs = (r + 1 + n - s) % n, cr = (r + n - s) % n;
+
+		ag[n_ag++] = (struct nproxy_net_op){
+			.kind = NPROXY_NET_OP_SEND, .peer = right, .addr_idx = cs,
+			.len = (uint32_t)chunk_len(size, n, cs), .flags = NPROXY_NET_OP_F_PRECOND,
+			.pre_sem = s ? 2 : 1, .pre_value = s ? s : n - 1 };
+		ag[n_ag++] = (struct nproxy_net_op){
+			.kind = NPROXY_NET_OP_RECV, .peer = left, .addr_idx = cr,
+			.len = (uint32_t)chunk_len(size, n, cr), .flags = NPROXY_NET_OP_F_COMPLETE,
+			.post_sem = 2, .post_inc = 1 };
+	}
+	fs_rs = (struct nproxy_fifo_set){ .ops = rs, .n_ops = n_rs, .src = a_acc, .n_src = n,
+					  .dst = a_tmp, .n_dst = n };
+	fs_ag = (struct nproxy_fifo_set){ .ops = ag, .n_ops = n_ag, .src = a_acc, .n_src = n,
+					  .dst = a_acc, .n_dst = n };
+	nproxy_net_seam(net, &seam);
+	st = seam.ops->start(seam.engine, 1, bb, &fs_rs, &dev);
+	if (!st)
+		st = seam.ops->start(seam.engine, 1, bb + 1, &fs_ag, &dev);
+	if (!st)
+		st = ring_drive(&seam, 1, bb, ring_ar_device, &d, timeout_ms);
+	if (!st)
+		ring_ar_device(&d);	/* the last reduction */
+	seam.ops->stop(seam.engine, 1, bb);
+	if (!st)
+		st = ring_drive(&seam, 1, bb + 1, NULL, NULL, timeout_ms);
+	seam.ops->stop(seam.engine, 1, bb + 1);
+	if (st) {
+		fprintf(stderr, "rank %u: all-reduce of %zu: %s: %s\n", r, size,
+			nproxy_status_str(st), nproxy_net_strerror(net));
+		bad = -(int)st;
+	}
+	for (size_t i = 0; !bad && i < size; i++) {
+		uint8_t want = 0;
+
+		for (uint32_t q = 0; q < n; q++)
+			want += ring_pattern(q, i, salt);
+		if (acc[i] != want) {
+			fprintf(stderr, "rank %u: all-reduce %zu: byte %zu is %#x, want %#x\n", r, size,
+				i, acc[i], want);
+			bad = -1;
+		}
+	}
+	nproxy_net_mr_deregister(net, mr_acc);
+	nproxy_net_mr_deregister(net, mr_tmp);
+	free(acc);
+	free(tmp);
+	free(rs);
+	free(ag);
+	free(a_acc);
+	free(a_tmp);
+	return bad;
+}
+
+/* A port that was free a moment ago on 127.0.0.1. */
+static inline int ring_free_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+
+	if (fd >= 0 && !bind(fd, (struct sockaddr *)&sa, sizeof(sa)) &&
+	    !getsockname(fd, (struct sockaddr *)&sa, &len))
+		port = ntohs(sa.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
+}
+
+/*
+ * Run fn(rank, arg) in n forked children; wait up to timeout_ms for all of
+ * them, SIGKILL what is left.  exits[r] gets each child's exit status (or
+ * 128 + signal, or -1 when it had to be killed).  Returns how many exited 0.
+ */
+static inline int ring_fork_ranks(uint32_t n, int (*fn)(uint32_t rank, void *arg), void *arg,
+				  int timeout_ms, int *exits)
+{
+	pid_t pids[64];
+	int64_t deadline = ring_now_ms() + timeout_ms;
+	uint32_t left = n;
+	int ok = 0;
+
+	for (uint32_t r = 0; r < n; r++) {
+		pids[r] = fork();
+		if (pids[r] == 0) {
+			alarm((unsigned)(timeout_ms / 1000 + 5));	/* never outlive the test */
+			_exit(fn(r, arg));
+		}
+		exits[r] = -1;
+	}
+	while (left) {
+		int status;
+		pid_t p = waitpid(-1, &status, WNOHANG);
+
+		if (p > 0) {
+			for (uint32_t r = 0; r < n; r++) {
+				if (pids[r] != p)
+					continue;
+				exits[r] = WIFEXITED(status) ? WEXITSTATUS(status) :
+					   128 + WTERMSIG(status);
+				if (exits[r] == 0)
+					ok++;
+				pids[r] = 0;
+				left--;
+			}
+			continue;
+		}
+		if (ring_now_ms() > deadline) {
+			for (uint32_t r = 0; r < n; r++)
+				if (pids[r] > 0) {
+					fprintf(stderr, "rank %u (pid %d) still running after %d ms: killed\n",
+						r, pids[r], timeout_ms);
+					kill(pids[r], SIGKILL);
+					waitpid(pids[r], NULL, 0);
+					pids[r] = 0;
+					left--;
+				}
+			break;
+		}
+		usleep(2000);
+	}
+	return ok;
+}
+
+#endif
