@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Helpers shared by the selftests/lib/proxy_*.c programs: thread census,
+ * log capture, per-thread CPU time, comm/op builders on the loopback seam.
+ */
+#ifndef PROXY_TEST_UTIL_H
+#define PROXY_TEST_UTIL_H
+
+#include <dirent.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <nproxy/log.h>
+#include <nproxy/proxy.h>
+#include <nproxy/seam_loopback.h>
+
+/* Threads named "proxy-*"; *misnamed counts those not named "proxy-<their tid>". */
+static inline int count_proxy_threads(int *misnamed)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	int n = 0, bad = 0;
+
+	if (!d)
+		return -1;
+	while ((de = readdir(d))) {
+		char path[300], name[64] = "", want[300];
+		FILE *f;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;	/* the thread just exited */
+		if (!fgets(name, sizeof(name), f))
+			name[0] = 0;
+		fclose(f);
+		name[strcspn(name, "\n")] = 0;
+		if (strncmp(name, "proxy-", 6))
+			continue;
+		n++;
+		snprintf(want, sizeof(want), "proxy-%s", de->d_name);
+		if (strcmp(name, want))
+			bad++;
+	}
+	closedir(d);
+	if (misnamed)
+		*misnamed = bad;
+	return n;
+}
+
+/* Status comparisons: the harness compares with ==, enums are unsigned. */
+#define ASSERT_ST(expected, expr) ASSERT_EQ((int)(expected), (int)(expr))
+#define EXPECT_ST(expected, expr) EXPECT_EQ((int)(expected), (int)(expr))
+
+/* ---- log capture ---- */
+#define CAPTURE_MAX 256
+static pthread_mutex_t capture_lock = PTHREAD_MUTEX_INITIALIZER;
+static char capture_msgs[CAPTURE_MAX][512];
+static int capture_n;
+
+static inline void capture_sink(enum nproxy_log_level level, const char *msg, void *arg)
+{
+	pthread_mutex_lock(&capture_lock);
+	if (capture_n < CAPTURE_MAX)
+		snprintf(capture_msgs[capture_n++], sizeof(capture_msgs[0]), "%s", msg);
+	pthread_mutex_unlock(&capture_lock);
+}
+
+static inline void capture_start(void)
+{
+	pthread_mutex_lock(&capture_lock);
+	capture_n = 0;
+	pthread_mutex_unlock(&capture_lock);
+	nproxy_log_set_sink(capture_sink, NULL);
+}
+
+static inline void capture_stop(void)
+{
+	nproxy_log_set_sink(NULL, NULL);
+}
+
+/* Messages containing needle (exact match when exact). */
+static inline int capture_count(const char *needle, int exact)
+{
+	int i, n = 0;
+
+	pthread_mutex_lock(&capture_lock);
+	for (i = 0; i < capture_n; i++)
+		if (exact ? !strcmp(capture_msgs[i], needle) : !!strstr(capture_msgs[i], needle))
+			n++;
+	pthread_mutex_unlock(&capture_lock);
+	return n;
+}
+
+/* ---- time ---- */
+static inline uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline void sleep_ms(unsigned int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* CPU time (ns) consumed by thread tid of this process. */
+static inline uint64_t thread_cpu_ns(int tid)
+{
+	clockid_t clk = (clockid_t)((~(unsigned int)tid << 3) | 6);	/* per-thread SCHED clock */
+	struct timespec ts;
+
+	if (clock_gettime(clk, &ts))
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline struct nproxy_proxy_stats group_stats(uint32_t gid)
+{
+	struct nproxy_proxy_stats st;
+
+	memset(&st, 0, sizeof(st));
+	nproxy_proxy_group_stats(gid, &st);
+	return st;
+}
+
+/* Wait (bounded) until the group's stats satisfy pred. */
+#define WAIT_UNTIL(cond, timeout_ms) ({					\
+	uint64_t __dl = now_ns() + (uint64_t)(timeout_ms) * 1000000ull;	\
+	int __ok;							\
+	while (!(__ok = !!(cond)) && now_ns() < __dl)			\
+		sleep_ms(1);						\
+	__ok; })
+
+/* ---- comm / op builders ---- */
+static inline struct nproxy_comm_opts comm_opts(uint32_t rank, uint32_t n_ranks, uint32_t dev,
+						uint32_t rpp, uint32_t flags,
+						struct nproxy_loopback *lb)
+{
+	struct nproxy_comm_opts o;
+
+	memset(&o, 0, sizeof(o));
+	o.sz = sizeof(o);
+	o.rank = rank;
+	o.n_ranks = n_ranks;
+	o.device_index = dev;
+	o.ranks_per_proxy = rpp;
+	o.flags = flags;
+	o.idle_policy = NPROXY_IDLE_YIELD;
+	if (lb) {
+		o.seam = nproxy_loopback_seam(lb);
+		o.barrier = nproxy_loopback_barrier(lb);
+	}
+	return o;
+}
+
+/* An op with streams_n streams, all trigger words = words[i]. */
+static inline struct nproxy_cc_op cc_op(uint32_t streams_n, volatile uint32_t **words,
+					volatile uint64_t *sems, uint32_t n_sems)
+{
+	struct nproxy_cc_op op;
+	uint32_t i;
+
+	memset(&op, 0, sizeof(op));
+	op.sz = sizeof(op);
+	op.streams_n = streams_n;
+	for (i = 0; i < streams_n; i++)
+		op.trigger_words[i] = words[i];
+	op.dev.sems = sems;
+	op.dev.n_sems = n_sems;
+	return op;
+}
+
+#endif
