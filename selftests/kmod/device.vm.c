@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * /dev/nproxy (issue 3, points 1 and 7): the node, the ABI query, and the
+ * ioctl dispatcher's errors (size, direction, type, unknown command, bad
+ * pointer) as seen through the device's ioctls.
+ */
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include "kselftest_harness.h"
+#include "kmod_util.h"
+
+FIXTURE(dev) {
+	int fd;
+};
+
+FIXTURE_SETUP(dev)
+{
+	NP_OPEN_DEV_OR_SKIP(self->fd);
+}
+
+FIXTURE_TEARDOWN(dev)
+{
+	if (self->fd >= 0)
+		close(self->fd);
+}
+
+/* A misc character device, root-only by default (module param dev_mode). */
+TEST_F(dev, node_is_misc_chardev_mode_0600)
+{
+	struct stat st;
+
+	ASSERT_EQ(0, stat(NP_DEV_PATH, &st));
+	ASSERT_TRUE(S_ISCHR(st.st_mode));
+	EXPECT_EQ(10, major(st.st_rdev));	/* MISC_MAJOR */
+	EXPECT_EQ(0600, st.st_mode & 07777);
+}
+
+TEST_F(dev, get_info_reports_abi_and_limits)
+{
+	struct nproxy_info info;
+
+	memset(&info, 0xa5, sizeof(info));
+	ASSERT_EQ(0, ioctl(self->fd, NPROXY_IOC_GET_INFO, &info));
+	EXPECT_EQ(NPROXY_ABI_VERSION, info.abi_version);
+	EXPECT_EQ(NPROXY_MAX_STREAMS, info.max_streams);
+	EXPECT_EQ(NPROXY_MAX_SEMS, info.max_sems);
+	EXPECT_EQ(NPROXY_MAX_PROG_STEPS, info.max_prog_steps);
+	EXPECT_EQ(NPROXY_MAX_WAIT_NS, info.max_wait_ns);
+	EXPECT_EQ((__u32)np_page_size(), info.page_size);
+	EXPECT_GE(info.sem_poll_ns, 1000);
+	EXPECT_LE(info.sem_poll_ns, 10000000);
+	/* Output-only command: reserved fields come back zeroed. */
+	EXPECT_EQ(0, info.reserved[0]);
+	EXPECT_EQ(0, info.reserved[3]);
+}
+
+TEST_F(dev, get_info_bad_pointer_efault)
+{
+	errno = 0;
+	ASSERT_EQ(-1, ioctl(self->fd, NPROXY_IOC_GET_INFO, (void *)8));
+	EXPECT_EQ(EFAULT, errno);
+}
+
+TEST_F(dev, unknown_command_enotty)
+{
+	errno = 0;
+	ASSERT_EQ(-1, ioctl(self->fd, _IO(NPROXY_IOC_MAGIC, 0x7f)));
+	EXPECT_EQ(ENOTTY, errno);
+	/* A hole in the table. */
+	errno = 0;
+	ASSERT_EQ(-1, ioctl(self->fd, _IO(NPROXY_IOC_MAGIC, 0x05)));
+	EXPECT_EQ(ENOTTY, errno);
+}
+
+TEST_F(dev, foreign_magic_enotty)
+{
+	struct nproxy_info info;
+
+	errno = 0;
+	ASSERT_EQ(-1, ioctl(self->fd, _IOR(0x42, 0x00, struct nproxy_info), &info));
+	EXPECT_EQ(ENOTTY, errno);
+}
+
+TEST_F(dev, wrong_direction_enotty)
+{
+	struct nproxy_info info = { 0 };
+
+	errno = 0;
+	ASSERT_EQ(-1, ioctl(self->fd, _IOW(NPROXY_IOC_MAGIC, 0x00, struct nproxy_info), &info));
+	EXPECT_EQ(ENOTTY, errno);
+}
+
+/* Region commands are not device commands. */
+TEST_F(dev, region_command_on_device_enotty)
+{
+	struct nproxy_trigger_write tw = { 0 };
+
+	errno = 0;
+	ASSERT_EQ(-1, ioctl(self->fd, NPROXY_IOC_WRITE_TRIGGER, &tw));
+	EXPECT_EQ(ENOTTY, errno);
+}
+
+/* Shorter than ABI v1 of the structure. */
+TEST_F(dev, short_struct_einval)
+{
+	char buf[8] = { 0 };
+
+	errno = 0;
+	ASSERT_EQ(-1, ioctl(self->fd, _IOC(_IOC_READ, NPROXY_IOC_MAGIC, 0x00, 8), buf));
+	EXPECT_EQ(EINVAL, errno);
+}
+
+/* A newer, longer caller: the tail is zeroed on output. */
+TEST_F(dev, longer_struct_tail_zeroed)
+{
+	struct {
+		struct nproxy_info info;
+		__u64 future[2];
+	} big;
+
+	memset(&big, 0xa5, sizeof(big));
+	ASSERT_EQ(0, ioctl(self->fd, _IOC(_IOC_READ, NPROXY_IOC_MAGIC, 0x00, sizeof(big)), &big));
+	EXPECT_EQ(NPROXY_ABI_VERSION, big.info.abi_version);
+	EXPECT_EQ(0, big.future[0]);
+	EXPECT_EQ(0, big.future[1]);
+}
+
+/* A longer input struct is accepted only when its unknown tail is zero. */
+TEST_F(dev, longer_input_nonzero_tail_e2big)
+{
+	struct {
+		struct nproxy_region_create req;
+		__u64 future;
+	} big;
+	unsigned long cmd = _IOC(_IOC_WRITE, NPROXY_IOC_MAGIC, 0x01, sizeof(big));
+	int rfd;
+
+	memset(&big, 0, sizeof(big));
+	big.req.n_streams = 1;
+	rfd = ioctl(self->fd, cmd, &big);
+	ASSERT_LE(0, rfd);
+	close(rfd);
+
+	big.future = 1;
+	errno = 0;
+	ASSERT_EQ(-1, ioctl(self->fd, cmd, &big));
+	EXPECT_EQ(E2BIG, errno);
+}
+
+TEST_HARNESS_MAIN

@@ -1,0 +1,416 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The emulated device (issue 3, point 4): programs that write triggers,
+ * wait on semaphores advanced by another process's mapping, time out,
+ * signal, get cancelled; poll() readiness; collect; and every bad program.
+ */
+#include <sys/wait.h>
+
+#include "kselftest_harness.h"
+#include "kmod_util.h"
+
+FIXTURE(prog) {
+	int dev;
+	int rfd;
+	uint32_t *trig;
+	uint64_t *sems;
+	struct nproxy_region_info *info;
+};
+
+FIXTURE_SETUP(prog)
+{
+	self->rfd = -1;
+	NP_OPEN_DEV_OR_SKIP(self->dev);
+	self->rfd = np_create(self->dev, 2, 4);
+	ASSERT_LE(0, self->rfd);
+	self->trig = np_map(self->rfd, NPROXY_OFF_TRIGGERS, PROT_READ | PROT_WRITE);
+	self->sems = np_map(self->rfd, NPROXY_OFF_SEMS, PROT_READ | PROT_WRITE);
+	self->info = np_map(self->rfd, NPROXY_OFF_INFO, PROT_READ);
+	ASSERT_NE(NULL, self->trig);
+	ASSERT_NE(NULL, self->sems);
+	ASSERT_NE(NULL, self->info);
+}
+
+FIXTURE_TEARDOWN(prog)
+{
+	if (self->rfd < 0)
+		return;
+	munmap(self->trig, np_page_size());
+	munmap(self->sems, np_page_size());
+	munmap(self->info, np_page_size());
+	close(self->rfd);
+	close(self->dev);
+}
+
+/* The seed's gate: one acquire load per spin until the word leaves the sentinel. */
+TEST_F(prog, program_trigger_seen_by_acquire_load)
+{
+	struct nproxy_prog_step steps[] = {
+		np_step(NPROXY_STEP_DELAY, 0, 0, 20 * NP_MS),
+		np_step(NPROXY_STEP_WRITE_TRIGGER, 1, 0x1234, 0),
+	};
+	uint64_t deadline, seq = 0;
+	uint32_t v;
+
+	ASSERT_EQ(0, np_submit(self->rfd, steps, 2, &seq));
+	EXPECT_EQ(1, seq);
+	deadline = np_now_ns() + 5000 * NP_MS;
+	while ((v = np_load_acquire32(&self->trig[1])) == NPROXY_TRIGGER_SENTINEL &&
+	       np_now_ns() < deadline)
+		;
+	EXPECT_EQ(0x1234, v);
+	EXPECT_EQ(NPROXY_TRIGGER_SENTINEL, np_load_acquire32(&self->trig[0]));
+	EXPECT_EQ(1, self->info->triggers_written);
+}
+
+TEST_F(prog, info_page_tracks_program_state)
+{
+	struct nproxy_prog_step steps[] = {
+		np_step(NPROXY_STEP_WAIT_SEM, 0, 1, 5000 * NP_MS),
+	};
+	struct nproxy_prog_result res;
+
+	ASSERT_EQ(0, np_submit(self->rfd, steps, 1, NULL));
+	EXPECT_EQ(NPROXY_PROG_RUNNING, __atomic_load_n(&self->info->prog_state, __ATOMIC_ACQUIRE));
+	EXPECT_EQ(1, self->info->prog_seq);
+	__atomic_fetch_add(&self->sems[0], 1, __ATOMIC_RELEASE);
+	ASSERT_EQ(0, np_wait_collect(self->rfd, 5000, &res));
+	/* Collect resets the published state. */
+	EXPECT_EQ(NPROXY_PROG_NONE, __atomic_load_n(&self->info->prog_state, __ATOMIC_ACQUIRE));
+	EXPECT_EQ(NPROXY_PROG_DONE, res.state);
+	EXPECT_NE(0, self->info->last_wait_done_ns);
+}
+
+/*
+ * The completion back-edge across processes: a child that received the
+ * region fd over SCM_RIGHTS maps the semaphores itself and increments them
+ * with plain atomic adds; the device program waiting on them advances.
+ */
+TEST_F(prog, wait_sem_advanced_by_other_process_via_scm_rights)
+{
+	struct nproxy_prog_step steps[] = {
+		np_step(NPROXY_STEP_WAIT_SEM, 2, 3, 10000 * NP_MS),
+		np_step(NPROXY_STEP_WRITE_TRIGGER, 0, 7, 0),
+	};
+	struct nproxy_prog_result res;
+	struct nproxy_region_state st;
+	int sv[2], status;
+	pid_t child;
+
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
+	child = fork();
+	ASSERT_LE(0, child);
+	if (child == 0) {
+		int fd = np_recv_fd(sv[1]);
+		uint64_t *sems;
+		char go;
+		int i;
+
+		if (fd < 0)
+			_exit(10);
+		sems = np_map(fd, NPROXY_OFF_SEMS, PROT_READ | PROT_WRITE);
+		if (!sems)
+			_exit(11);
+		close(fd);
+		if (read(sv[1], &go, 1) != 1)
+			_exit(12);
+		for (i = 0; i < 3; i++) {
+			usleep(5000);
+			__atomic_fetch_add(&sems[2], 1, __ATOMIC_RELEASE);
+		}
+		_exit(0);
+	}
+	close(sv[1]);
+	ASSERT_EQ(0, np_submit(self->rfd, steps, 2, NULL));
+	ASSERT_EQ(0, np_send_fd(sv[0], self->rfd));
+	/* Nothing incremented yet: the device must still be waiting. */
+	usleep(50000);
+	ASSERT_EQ(0, ioctl(self->rfd, NPROXY_IOC_GET_STATE, &st));
+	EXPECT_EQ(NPROXY_PROG_RUNNING, st.prog_state);
+	EXPECT_EQ(NPROXY_TRIGGER_SENTINEL, st.triggers[0]);
+	ASSERT_EQ(1, write(sv[0], "g", 1));
+
+	ASSERT_EQ(0, np_wait_collect(self->rfd, 10000, &res));
+	EXPECT_EQ(NPROXY_PROG_DONE, res.state);
+	EXPECT_EQ(0, res.error);
+	EXPECT_EQ(2, res.steps_done);
+	EXPECT_EQ(7, np_load_acquire32(&self->trig[0]));
+	EXPECT_EQ(3, np_load_acquire64(&self->sems[2]));
+	ASSERT_EQ(child, waitpid(child, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	close(sv[0]);
+}
+
+TEST_F(prog, poll_wakes_on_completion)
+{
+	struct nproxy_prog_step steps[] = {
+		np_step(NPROXY_STEP_DELAY, 0, 0, 100 * NP_MS),
+		np_step(NPROXY_STEP_WRITE_TRIGGER, 0, 1, 0),
+	};
+	uint64_t t0, waited;
+	int ev;
+
+	EXPECT_EQ(0, np_poll(self->rfd, POLLIN, 0));
+	ASSERT_EQ(0, np_submit(self->rfd, steps, 2, NULL));
+	t0 = np_now_ns();
+	EXPECT_EQ(0, np_poll(self->rfd, POLLIN, 0));
+	ev = np_poll(self->rfd, POLLIN, 5000);
+	waited = np_now_ns() - t0;
+	EXPECT_TRUE(ev & POLLIN);
+	EXPECT_GE(waited, 90 * NP_MS);	/* it slept through the DELAY */
+	EXPECT_LT(waited, 4000 * NP_MS);	/* and was woken, not timed out */
+	EXPECT_EQ(1, np_load_acquire32(&self->trig[0]));
+}
+
+TEST_F(prog, wait_timeout_reports_timedout)
+{
+	struct nproxy_prog_step steps[] = {
+		np_step(NPROXY_STEP_WRITE_TRIGGER, 1, 5, 0),
+		np_step(NPROXY_STEP_WAIT_SEM, 0, 1, 50 * NP_MS),
+		np_step(NPROXY_STEP_WRITE_TRIGGER, 0, 9, 0),
+	};
+	long long timeouts0 = np_stat("timeouts");
+	struct nproxy_prog_result res;
+	uint64_t seq = 0;
+
+	ASSERT_EQ(0, np_submit(self->rfd, steps, 3, &seq));
+	ASSERT_EQ(0, np_wait_collect(self->rfd, 5000, &res));
+	EXPECT_EQ(NPROXY_PROG_TIMEDOUT, res.state);
+	EXPECT_EQ(-ETIMEDOUT, res.error);
+	EXPECT_EQ(seq, res.seq);
+	EXPECT_EQ(1, res.failed_step);
+	EXPECT_EQ(1, res.steps_done);
+	EXPECT_GE(res.elapsed_ns, 50 * NP_MS);
+	/* The step after the failed wait never ran. */
+	EXPECT_EQ(NPROXY_TRIGGER_SENTINEL, np_load_acquire32(&self->trig[0]));
+	EXPECT_EQ(timeouts0 + 1, np_stat("timeouts"));
+}
+
+TEST_F(prog, inc_sem_step_visible_in_mapping)
+{
+	struct nproxy_prog_step steps[] = {
+		np_step(NPROXY_STEP_INC_SEM, 3, 40, 0),
+		np_step(NPROXY_STEP_INC_SEM, 3, 2, 0),
+	};
+	struct nproxy_prog_result res;
+
+	ASSERT_EQ(0, np_submit(self->rfd, steps, 2, NULL));
+	ASSERT_EQ(0, np_wait_collect(self->rfd, 5000, &res));
+	EXPECT_EQ(NPROXY_PROG_DONE, res.state);
+	EXPECT_EQ(42, np_load_acquire64(&self->sems[3]));
+}
+
+/* The SEM_INC ioctl rings the doorbell: the wait ends well before its timeout. */
+TEST_F(prog, sem_inc_ioctl_advances_wait)
+{
+	struct nproxy_prog_step steps[] = {
+		np_step(NPROXY_STEP_WAIT_SEM, 1, 2, 10000 * NP_MS),
+	};
+	struct nproxy_sem_op op = { .sem = 1, .value = 2 };
+	struct nproxy_prog_result res;
+
+	ASSERT_EQ(0, np_submit(self->rfd, steps, 1, NULL));
+	ASSERT_EQ(0, ioctl(self->rfd, NPROXY_IOC_SEM_INC, &op));
+	ASSERT_EQ(0, np_wait_collect(self->rfd, 5000, &res));
+	EXPECT_EQ(NPROXY_PROG_DONE, res.state);
+}
+
+TEST_F(prog, signal_event_sets_pollpri_until_collect)
+{
+	struct nproxy_prog_step steps[] = {
+		np_step(NPROXY_STEP_SIGNAL_EVENT, 0, 77, 0),
+		np_step(NPROXY_STEP_WAIT_SEM, 0, 1, 10000 * NP_MS),
+	};
+	struct nproxy_prog_result res;
+	int ev;
+
+	ASSERT_EQ(0, np_submit(self->rfd, steps, 2, NULL));
+	ev = np_poll(self->rfd, POLLPRI, 5000);
+	EXPECT_TRUE(ev & POLLPRI);
+	EXPECT_FALSE(ev & POLLIN);	/* still waiting on the semaphore */
+	EXPECT_EQ(1, self->info->events_signalled);
+	__atomic_fetch_add(&self->sems[0], 1, __ATOMIC_RELEASE);
+	ASSERT_EQ(0, np_wait_collect(self->rfd, 5000, &res));
+	EXPECT_EQ(0, np_poll(self->rfd, POLLPRI | POLLIN, 0));
+}
+
+TEST_F(prog, cancel_stops_waiting_program)
+{
+	struct nproxy_prog_step steps[] = {
+		np_step(NPROXY_STEP_WAIT_SEM, 0, 1, 30000 * NP_MS),
+		np_step(NPROXY_STEP_WRITE_TRIGGER, 0, 1, 0),
+	};
+	long long cancels0 = np_stat("cancels");
+	struct nproxy_prog_result res;
+	uint64_t t0;
+
+	ASSERT_EQ(0, np_submit(self->rfd, steps, 2, NULL));
+	usleep(10000);
+	t0 = np_now_ns();
+	ASSERT_EQ(0, ioctl(self->rfd, NPROXY_IOC_CANCEL_PROG));
+	EXPECT_LT(np_now_ns() - t0, 2000 * NP_MS);
+	/* Synchronous: the result is ready at once. */
+	ASSERT_EQ(0, ioctl(self->rfd, NPROXY_IOC_COLLECT_PROG, &res));
+	EXPECT_EQ(NPROXY_PROG_CANCELLED, res.state);
+	EXPECT_EQ(-ECANCELED, res.error);
+	EXPECT_EQ(0, res.steps_done);
+	EXPECT_EQ(NPROXY_TRIGGER_SENTINEL, np_load_acquire32(&self->trig[0]));
+	EXPECT_EQ(cancels0 + 1, np_stat("cancels"));
+}
+
+/* Closing the region (last fd and mapping) cancels its program. */
+TEST_F(prog, close_cancels_program)
+{
+	struct nproxy_prog_step steps[] = {
+		np_step(NPROXY_STEP_DELAY, 0, 0, 30000 * NP_MS),
+	};
+	long long cancels0 = np_stat("cancels");
+	long long live0 = np_stat("regions_live");
+	int rfd = np_create(self->dev, 1, 0);
+	uint64_t t0;
+
+	ASSERT_LE(0, rfd);
+	ASSERT_EQ(0, np_submit(rfd, steps, 1, NULL));
+	t0 = np_now_ns();
+	close(rfd);
+	EXPECT_LT(np_now_ns() - t0, 2000 * NP_MS);
+	EXPECT_EQ(cancels0 + 1, np_stat("cancels"));
+	EXPECT_EQ(live0, np_stat("regions_live"));
+}
+
+TEST_F(prog, one_program_at_a_time_ebusy)
+{
+	struct nproxy_prog_step steps[] = {
+		np_step(NPROXY_STEP_WAIT_SEM, 0, 1, 10000 * NP_MS),
+	};
+	struct nproxy_prog_result res;
+
+	ASSERT_EQ(0, np_submit(self->rfd, steps, 1, NULL));
+	EXPECT_EQ(-EBUSY, np_submit(self->rfd, steps, 1, NULL));
+	errno = 0;
+	EXPECT_EQ(-1, ioctl(self->rfd, NPROXY_IOC_COLLECT_PROG, &res));
+	EXPECT_EQ(EAGAIN, errno);
+	__atomic_fetch_add(&self->sems[0], 1, __ATOMIC_RELEASE);
+	ASSERT_EQ(0, np_poll(self->rfd, POLLIN, 5000) & POLLIN ? 0 : -1);
+	/* Finished but not collected: still busy. */
+	EXPECT_EQ(-EBUSY, np_submit(self->rfd, steps, 1, NULL));
+	ASSERT_EQ(0, ioctl(self->rfd, NPROXY_IOC_COLLECT_PROG, &res));
+	EXPECT_EQ(1, res.seq);
+	__atomic_fetch_add(&self->sems[0], 1, __ATOMIC_RELEASE);
+	uint64_t seq = 0;
+
+	EXPECT_EQ(0, np_submit(self->rfd, steps, 1, &seq));
+	EXPECT_EQ(2, seq);
+	ASSERT_EQ(0, np_wait_collect(self->rfd, 5000, &res));
+}
+
+TEST_F(prog, collect_or_cancel_without_program_enoent)
+{
+	struct nproxy_prog_result res;
+
+	errno = 0;
+	EXPECT_EQ(-1, ioctl(self->rfd, NPROXY_IOC_COLLECT_PROG, &res));
+	EXPECT_EQ(ENOENT, errno);
+	errno = 0;
+	EXPECT_EQ(-1, ioctl(self->rfd, NPROXY_IOC_CANCEL_PROG));
+	EXPECT_EQ(ENOENT, errno);
+}
+
+TEST_F(prog, bad_steps_einval)
+{
+	const struct nproxy_prog_step bad[] = {
+		np_step(0, 0, 0, 0),					/* no op 0 */
+		np_step(6, 0, 0, 0),					/* unknown op */
+		np_step(NPROXY_STEP_WRITE_TRIGGER, 2, 1, 0),		/* stream >= n_streams */
+		np_step(NPROXY_STEP_WRITE_TRIGGER, 0, 1ULL << 32, 0),	/* value > u32 */
+		np_step(NPROXY_STEP_WRITE_TRIGGER, 0, 1, 1),		/* unused timeout */
+		np_step(NPROXY_STEP_WAIT_SEM, 4, 1, 0),			/* sem >= n_sems */
+		np_step(NPROXY_STEP_WAIT_SEM, 0, 1, NPROXY_MAX_WAIT_NS + 1),
+		np_step(NPROXY_STEP_DELAY, 0, 0, NPROXY_MAX_WAIT_NS + 1),
+		np_step(NPROXY_STEP_DELAY, 1, 0, 1),			/* unused index */
+		np_step(NPROXY_STEP_DELAY, 0, 1, 1),			/* unused value */
+		np_step(NPROXY_STEP_INC_SEM, 4, 1, 0),
+		np_step(NPROXY_STEP_INC_SEM, 0, 1, 1),
+		np_step(NPROXY_STEP_SIGNAL_EVENT, 1, 0, 0),
+		np_step(NPROXY_STEP_SIGNAL_EVENT, 0, 0, 1),
+	};
+	struct nproxy_prog_step steps[2];
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		/* A bad step anywhere rejects the whole program. */
+		steps[0] = np_step(NPROXY_STEP_INC_SEM, 0, 1, 0);
+		steps[1] = bad[i];
+		EXPECT_EQ(-EINVAL, np_submit(self->rfd, steps, 2, NULL)) {
+			TH_LOG("bad step %zu", i);
+		}
+	}
+	steps[1] = np_step(NPROXY_STEP_INC_SEM, 0, 1, 0);
+	steps[1].flags = 1;
+	EXPECT_EQ(-EINVAL, np_submit(self->rfd, steps, 2, NULL));
+	/* Nothing ran. */
+	EXPECT_EQ(0, np_load_acquire64(&self->sems[0]));
+	EXPECT_EQ(NPROXY_PROG_NONE, self->info->prog_state);
+}
+
+TEST_F(prog, submit_bad_header)
+{
+	struct nproxy_prog_step step = np_step(NPROXY_STEP_INC_SEM, 0, 1, 0);
+	struct nproxy_prog_submit req = { .n_steps = 1, .steps = (uintptr_t)&step };
+	static struct nproxy_prog_step many[NPROXY_MAX_PROG_STEPS + 1];
+
+	req.flags = 1;
+	errno = 0;
+	EXPECT_EQ(-1, ioctl(self->rfd, NPROXY_IOC_SUBMIT_PROG, &req));
+	EXPECT_EQ(EINVAL, errno);
+	req.flags = 0;
+	req.reserved[1] = 1;
+	errno = 0;
+	EXPECT_EQ(-1, ioctl(self->rfd, NPROXY_IOC_SUBMIT_PROG, &req));
+	EXPECT_EQ(EINVAL, errno);
+	req.reserved[1] = 0;
+	EXPECT_EQ(-EINVAL, np_submit(self->rfd, &step, 0, NULL));
+	EXPECT_EQ(-EINVAL, np_submit(self->rfd, many, NPROXY_MAX_PROG_STEPS + 1, NULL));
+	/* Bad step pointer. */
+	req.steps = 8;
+	errno = 0;
+	EXPECT_EQ(-1, ioctl(self->rfd, NPROXY_IOC_SUBMIT_PROG, &req));
+	EXPECT_EQ(EFAULT, errno);
+	/* Bad struct pointer. */
+	errno = 0;
+	EXPECT_EQ(-1, ioctl(self->rfd, NPROXY_IOC_SUBMIT_PROG, (void *)8));
+	EXPECT_EQ(EFAULT, errno);
+	EXPECT_EQ(0, np_load_acquire64(&self->sems[0]));
+}
+
+/* The longest program is accepted and every step runs. */
+TEST_F(prog, max_steps_all_run)
+{
+	static struct nproxy_prog_step many[NPROXY_MAX_PROG_STEPS];
+	struct nproxy_prog_result res;
+	int i;
+
+	for (i = 0; i < NPROXY_MAX_PROG_STEPS; i++)
+		many[i] = np_step(NPROXY_STEP_INC_SEM, 1, 1, 0);
+	ASSERT_EQ(0, np_submit(self->rfd, many, NPROXY_MAX_PROG_STEPS, NULL));
+	ASSERT_EQ(0, np_wait_collect(self->rfd, 5000, &res));
+	EXPECT_EQ(NPROXY_MAX_PROG_STEPS, res.steps_done);
+	EXPECT_EQ(NPROXY_MAX_PROG_STEPS, np_load_acquire64(&self->sems[1]));
+}
+
+TEST_F(prog, collect_bad_pointer_keeps_result)
+{
+	struct nproxy_prog_step step = np_step(NPROXY_STEP_INC_SEM, 0, 1, 0);
+	struct nproxy_prog_result res;
+
+	ASSERT_EQ(0, np_submit(self->rfd, &step, 1, NULL));
+	ASSERT_TRUE(np_poll(self->rfd, POLLIN, 5000) & POLLIN);
+	errno = 0;
+	EXPECT_EQ(-1, ioctl(self->rfd, NPROXY_IOC_COLLECT_PROG, (void *)8));
+	EXPECT_EQ(EFAULT, errno);
+	/* The failed collect consumed nothing. */
+	ASSERT_EQ(0, ioctl(self->rfd, NPROXY_IOC_COLLECT_PROG, &res));
+	EXPECT_EQ(NPROXY_PROG_DONE, res.state);
+}
+
+TEST_HARNESS_MAIN
