@@ -406,7 +406,7 @@ NPROXY_API enum nproxy_status nproxy_rdzv_allgather(struct nproxy_rdzv *rz, cons
 		if (rc) {
 			free(all);
 			free(lens64);
-			return io_fail(rz, rc, 0, "exchanging with the root,");
+			return io_fail(rz, rc, 0, "(the root) during the all-gather: rank");
 		}
 	}
 	for (uint32_t r = 0, off = 0; r < n; r++) {
