@@ -306,10 +306,10 @@ NPROXY_API enum nproxy_status nproxy_rdzv_open(const char *root, uint32_t rank,
 static enum nproxy_status io_fail(struct nproxy_rdzv *rz, int rc, uint32_t peer, const char *what)
 {
 	if (rc == -ETIMEDOUT) {
-		rz_err(rz, "timed out after %d ms %s rank %u", rz->timeout_ms, what, peer);
+		rz_err(rz, "rank %u: no answer within %d ms %s", peer, rz->timeout_ms, what);
 		return NPROXY_TIMEOUT;
 	}
-	rz_err(rz, "rank %u went away %s: %s", peer, what, strerror(-rc));
+	rz_err(rz, "rank %u went away %s: %s", peer, what, rc == -EPROTO ? "protocol error" : strerror(-rc));
 	return NPROXY_PEER_DEAD;
 }
 
@@ -355,7 +355,7 @@ NPROXY_API enum nproxy_status nproxy_rdzv_allgather(struct nproxy_rdzv *rz, cons
 					free(blobs[i]);
 				free(blobs);
 				free(lens64);
-				return io_fail(rz, rc, r, "waiting for the blob of");
+				return io_fail(rz, rc, r, "before sending its blob");
 			}
 		}
 		for (uint32_t r = 0; r < n; r++)
@@ -383,7 +383,7 @@ NPROXY_API enum nproxy_status nproxy_rdzv_allgather(struct nproxy_rdzv *rz, cons
 			if (rc) {
 				free(all);
 				free(lens64);
-				return io_fail(rz, rc, r, "sending the result to");
+				return io_fail(rz, rc, r, "while the root sent it the result");
 			}
 		}
 	} else {
@@ -406,7 +406,7 @@ NPROXY_API enum nproxy_status nproxy_rdzv_allgather(struct nproxy_rdzv *rz, cons
 		if (rc) {
 			free(all);
 			free(lens64);
-			return io_fail(rz, rc, 0, "(the root) during the all-gather: rank");
+			return io_fail(rz, rc, 0, "(the root) during the all-gather");
 		}
 	}
 	for (uint32_t r = 0, off = 0; r < n; r++) {
