@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * Bananaphone liveness: a pidfd for every peer, polled (never waited on)
+ * from every wait loop at most every BP_WAIT_SLICE_MS.  A peer whose pidfd
+ * is readable has exited; if it set its "left" flag first it hung up in an
+ * orderly way, otherwise it died and the bus is broken (NPROXY_PEER_DEAD,
+ * naming rank and pid).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include "bananaphone_internal.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+/* Called directly: glibc 2.36 has the wrapper, older ones do not. */
+int bp_pidfd_open(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+/* Poll every peer's pidfd once; the first dead (not hung up) one breaks the bus. */
+enum nproxy_status bp_check_dead(struct bp *bp)
+{
+	struct pollfd pfd[BP_MAX_RANKS];
+	uint32_t idx[BP_MAX_RANKS];
+	uint32_t r, k = 0;
+	int n;
+
+	for (r = 0; r < bp->n; r++) {
+		if (bp->pidfds[r] < 0)
+			continue;
+		pfd[k].fd = bp->pidfds[r];
+		pfd[k].events = POLLIN;
+		pfd[k].revents = 0;
+		idx[k++] = r;
+	}
+	if (!k)
+		return NPROXY_SUCCESS;
+	n = poll(pfd, k, 0);
+	if (n <= 0)
+		return NPROXY_SUCCESS;
+	for (r = 0; r < k; r++) {
+		uint32_t peer = idx[r];
+
+		if (!(pfd[r].revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
+		if (bp->ctl && atomic_load(&bp_rank_ctl(bp, peer)->left))
+			continue;	/* exited after hanging up: not a death */
+		return bp_fail(bp, NPROXY_PEER_DEAD,
+			       "rank %u (pid %d) died: it exited or was killed without hanging up",
+			       peer, (int)bp->pids[peer]);
+	}
+	return NPROXY_SUCCESS;
+}
+
+/* Rate-limited liveness check for wait loops (force: check now). */
+enum nproxy_status bp_check_live(struct bp *bp, bool force)
+{
+	uint64_t now = bp_now_ns();
+
+	if (!force && now < bp->next_live_check_ns)
+		return NPROXY_SUCCESS;
+	bp->next_live_check_ns = now + BP_WAIT_SLICE_MS * 1000000ull;
+	if (bp->leader && bp->state == BP_S_READY)
+		bp_refuse_late(bp);
+	return bp_check_dead(bp);
+}
