@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <nproxy/handshake.h>
 #include <nproxy/log.h>
 #include <nproxy/proxy.h>
 #include <nproxy/seam_loopback.h>
@@ -178,6 +179,76 @@ static inline struct nproxy_cc_op cc_op(uint32_t streams_n, volatile uint32_t **
 	op.dev.sems = sems;
 	op.dev.n_sems = n_sems;
 	return op;
+}
+
+/*
+ * One rank of a loopback exchange: a single basic block on stream 0 that
+ * sends len bytes to peer and receives len bytes from peer, with open
+ * trigger words and a private semaphore page.
+ */
+struct lb_rank {
+	struct nproxy_loopback *lb;
+	unsigned char src[256], dst[256];
+	struct nproxy_net_addr src_addr, dst_addr;
+	struct nproxy_net_op ops[2];
+	struct nproxy_fifo_set fs;
+	uint32_t trig[NPROXY_PROXY_MAX_STREAMS];
+	uint64_t sems[8];
+	volatile uint32_t *words[NPROXY_PROXY_MAX_STREAMS];
+};
+
+static inline int lb_rank_setup(struct lb_rank *r, struct nproxy_loopback_fabric *f,
+				uint32_t rank, uint32_t peer, uint32_t len)
+{
+	uint32_t mr_src, mr_dst, i;
+
+	memset(r, 0, sizeof(*r));
+	if (nproxy_loopback_create(f, rank, &r->lb) ||
+	    nproxy_loopback_mr_register(r->lb, r->src, sizeof(r->src), &mr_src) ||
+	    nproxy_loopback_mr_register(r->lb, r->dst, sizeof(r->dst), &mr_dst))
+		return -1;
+	for (i = 0; i < sizeof(r->src); i++)
+		r->src[i] = (unsigned char)(rank * 31 + i);
+	r->src_addr.mr = mr_src;
+	r->dst_addr.mr = mr_dst;
+	r->ops[0].kind = NPROXY_NET_OP_SEND;
+	r->ops[0].peer = peer;
+	r->ops[0].len = len;
+	r->ops[1].kind = NPROXY_NET_OP_RECV;
+	r->ops[1].peer = peer;
+	r->ops[1].len = len;
+	r->ops[1].flags = NPROXY_NET_OP_F_COMPLETE;	/* the completion back-edge */
+	r->ops[1].post_sem = 0;
+	r->ops[1].post_inc = 1;
+	r->fs.ops = r->ops;
+	r->fs.n_ops = 2;
+	r->fs.src = &r->src_addr;
+	r->fs.n_src = 1;
+	r->fs.dst = &r->dst_addr;
+	r->fs.n_dst = 1;
+	for (i = 0; i < NPROXY_PROXY_MAX_STREAMS; i++)
+		r->words[i] = &r->trig[i];	/* 0: already triggered */
+	return 0;
+}
+
+static inline struct nproxy_cc_op lb_rank_op(struct lb_rank *r)
+{
+	struct nproxy_cc_op op = cc_op(1, r->words, r->sems, 8);
+
+	op.streams[0].blocks = &r->fs;
+	op.streams[0].n_blocks = 1;
+	return op;
+}
+
+/* Did rank r receive what peer sent (len bytes)? */
+static inline int lb_rank_got(const struct lb_rank *r, uint32_t peer, uint32_t len)
+{
+	uint32_t i;
+
+	for (i = 0; i < len; i++)
+		if (r->dst[i] != (unsigned char)(peer * 31 + i))
+			return 0;
+	return 1;
 }
 
 #endif

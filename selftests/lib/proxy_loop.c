@@ -1,0 +1,345 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The worker loop and the status channel: DONE is recycled and never
+ * stepped again, IDLE stays active, the worker sleeps only on quiescence,
+ * status is published before the task is queued, check/wait semantics and
+ * the seed's watchdog messages.
+ */
+#include "kselftest_harness.h"
+#include "proxy_test_util.h"
+
+TEST(done_task_is_recycled_and_never_stepped_again)
+{
+	struct nproxy_comm_opts o = comm_opts(0, 1, 0, 1, NPROXY_COMM_F_SKIP_NET, NULL);
+	uint32_t trig = 0;
+	volatile uint32_t *words[1] = { &trig };
+	struct nproxy_cc_op op = cc_op(1, words, NULL, 0);
+	struct nproxy_proxy_stats st;
+	struct nproxy_comm *c;
+	uint64_t ctx;
+
+	capture_start();
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 1, &ctx));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c, ctx, NPROXY_TASK_NETWORK, 10000));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c, ctx, NPROXY_TASK_BARRIER, 10000));
+	ASSERT_TRUE(WAIT_UNTIL(group_stats(0).tasks_done == 2, 10000));
+	/*
+	 * Exactly three steps: network INIT -> DONE (skip policy); barrier
+	 * INIT (gate open, arrive) -> PROGRESSING, then PROGRESSING -> DONE.
+	 */
+	st = group_stats(0);
+	EXPECT_EQ(3u, st.steps);
+	sleep_ms(50);
+	st = group_stats(0);
+	EXPECT_EQ(3u, st.steps);
+	EXPECT_EQ(0u, st.tasks_active);
+	EXPECT_EQ(0, capture_count("Task shouldn't be polled after it reached a done state", 1));
+	nproxy_comm_free(c);
+	capture_stop();
+}
+
+TEST(idle_task_stays_active_until_its_peer_arrives)
+{
+	struct nproxy_loopback_fabric *f;
+	struct lb_rank r0, r1;
+	struct nproxy_comm_opts o0, o1;
+	struct nproxy_comm *c0, *c1;
+	struct nproxy_cc_op op0, op1;
+	enum nproxy_status st;
+	uint64_t ctx0, ctx1, cv0, t0;
+	bool done;
+
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_loopback_fabric_create(2, &f));
+	ASSERT_EQ(0, lb_rank_setup(&r0, f, 0, 1, 64));
+	ASSERT_EQ(0, lb_rank_setup(&r1, f, 1, 0, 64));
+	o0 = comm_opts(0, 2, 0, 2, 0, r0.lb);
+	o1 = comm_opts(1, 2, 1, 2, 0, r1.lb);	/* device 1 / 2 -> the same group */
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o0, &c0));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o1, &c1));
+	EXPECT_EQ(1, count_proxy_threads(NULL));
+
+	op0 = lb_rank_op(&r0);
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c0, &op0, 1, &ctx0));
+	/* Rank 1 has not posted: rank 0's recv and barrier stay IDLE, ticking. */
+	ASSERT_TRUE(WAIT_UNTIL(group_stats(0).idle_ticks > 200, 10000));
+	cv0 = group_stats(0).cv_waits;
+	EXPECT_EQ(2u, group_stats(0).tasks_active);
+	EXPECT_EQ(0u, group_stats(0).tasks_done);
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_check_status(c0, ctx0, NPROXY_TASK_NETWORK, &done, &st));
+	EXPECT_FALSE(done);
+	/* Not asleep while tasks are in flight: ticks keep coming, no cv wait. */
+	t0 = group_stats(0).ticks;
+	EXPECT_TRUE(WAIT_UNTIL(group_stats(0).ticks > t0 + 1000, 10000));
+	EXPECT_EQ(cv0, group_stats(0).cv_waits);
+
+	op1 = lb_rank_op(&r1);
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c1, &op1, 1, &ctx1));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c0, ctx0, NPROXY_TASK_NETWORK, 10000));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c1, ctx1, NPROXY_TASK_NETWORK, 10000));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c0, ctx0, NPROXY_TASK_BARRIER, 10000));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c1, ctx1, NPROXY_TASK_BARRIER, 10000));
+	EXPECT_TRUE(lb_rank_got(&r0, 1, 64));
+	EXPECT_TRUE(lb_rank_got(&r1, 0, 64));
+	EXPECT_EQ(1u, r0.sems[0]);	/* recv completion back-edge */
+	EXPECT_EQ(1u, r1.sems[0]);
+	nproxy_comm_free(c0);
+	nproxy_comm_free(c1);
+	nproxy_loopback_destroy(r0.lb);
+	nproxy_loopback_destroy(r1.lb);
+	nproxy_loopback_fabric_destroy(f);
+}
+
+TEST(worker_sleeps_on_cv_only_when_nothing_is_active_or_queued)
+{
+	struct nproxy_comm_opts o = comm_opts(0, 1, 0, 1, NPROXY_COMM_F_SKIP_NET, NULL);
+	uint32_t trig = 0;
+	volatile uint32_t *words[1] = { &trig };
+	struct nproxy_cc_op op = cc_op(1, words, NULL, 0);
+	struct nproxy_proxy_stats a, b;
+	uint64_t cpu0, cpu1, ctx;
+	struct nproxy_comm *c;
+	int tid;
+
+	o.idle_policy = NPROXY_IDLE_SPIN;	/* the policy that would burn a core */
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
+	tid = nproxy_comm_worker_tid(c);
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 1, &ctx));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c, ctx, NPROXY_TASK_BARRIER, 10000));
+	ASSERT_TRUE(WAIT_UNTIL(group_stats(0).tasks_done == 2 && group_stats(0).cv_waits >= 2,
+			       10000));
+	a = group_stats(0);
+	cpu0 = thread_cpu_ns(tid);
+	ASSERT_GT(cpu0, 0u);
+	sleep_ms(300);
+	b = group_stats(0);
+	cpu1 = thread_cpu_ns(tid);
+	/* Asleep: at most one safety-timeout wakeup, and (almost) no CPU. */
+	EXPECT_LE(b.ticks - a.ticks, 1u);
+	EXPECT_LT(cpu1 - cpu0, 30000000u);
+	/* An append wakes it at once (not after the safety timeout). */
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 2, &ctx));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c, ctx, NPROXY_TASK_BARRIER, 10000));
+	nproxy_comm_free(c);
+}
+
+/* A seam whose start() blocks until released: holds the worker mid-step. */
+static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_cv = PTHREAD_COND_INITIALIZER;
+static int hold_entered, hold_released;
+
+static enum nproxy_status hold_start(void *e, uint32_t s, uint32_t bb,
+				     const struct nproxy_fifo_set *f,
+				     const struct nproxy_device_sems *d)
+{
+	pthread_mutex_lock(&hold_lock);
+	hold_entered = 1;
+	pthread_cond_broadcast(&hold_cv);
+	while (!hold_released)
+		pthread_cond_wait(&hold_cv, &hold_lock);
+	pthread_mutex_unlock(&hold_lock);
+	return NPROXY_SUCCESS;
+}
+
+static enum nproxy_status hold_progress(void *e, uint32_t s, uint32_t bb, bool *idle,
+					bool *block_done, bool *done)
+{
+	*idle = false;
+	*block_done = *done = true;
+	return NPROXY_SUCCESS;
+}
+
+static enum nproxy_status hold_stop(void *e, uint32_t s, uint32_t bb)
+{
+	return NPROXY_SUCCESS;
+}
+
+static const struct nproxy_seam_ops hold_ops = {
+	.name = "hold", .start = hold_start, .progress = hold_progress, .stop = hold_stop,
+};
+
+struct enq_args {
+	struct nproxy_comm *c;
+	struct nproxy_cc_op *op;
+	uint64_t ctx;
+	int returned;
+};
+
+static void *enq_thread(void *arg)
+{
+	struct enq_args *a = arg;
+
+	nproxy_enq_proxy_tasks(a->c, a->op, 2, &a->ctx);
+	__atomic_store_n(&a->returned, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+TEST(status_is_published_before_the_task_is_queued)
+{
+	struct nproxy_comm_opts o = comm_opts(0, 1, 0, 1, 0, NULL);
+	struct nproxy_fifo_set fs = { 0 };
+	uint32_t trig = 0;
+	volatile uint32_t *words[1] = { &trig };
+	struct nproxy_cc_op op = cc_op(1, words, NULL, 0);
+	struct enq_args a = { 0 };
+	enum nproxy_status st;
+	struct nproxy_comm *c;
+	pthread_t th;
+	bool done = true;
+	uint64_t ctx1;
+
+	o.seam.ops = &hold_ops;
+	op.streams[0].blocks = &fs;
+	op.streams[0].n_blocks = 1;
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 1, &ctx1));
+	/* The worker is now inside step() (holding the work lock) and stays there. */
+	pthread_mutex_lock(&hold_lock);
+	while (!hold_entered)
+		pthread_cond_wait(&hold_cv, &hold_lock);
+	pthread_mutex_unlock(&hold_lock);
+
+	a.c = c;
+	a.op = &op;
+	op.ctx = 777;
+	ASSERT_EQ(0, pthread_create(&th, NULL, enq_thread, &a));
+	/* The producer blocks on the work lock, but its status is already visible. */
+	ASSERT_TRUE(WAIT_UNTIL(nproxy_check_status(c, 777, NPROXY_TASK_NETWORK, &done, &st) ==
+			       NPROXY_SUCCESS, 10000));
+	EXPECT_FALSE(done);
+	EXPECT_ST(NPROXY_SUCCESS, st);
+	EXPECT_EQ(0, __atomic_load_n(&a.returned, __ATOMIC_ACQUIRE));
+
+	pthread_mutex_lock(&hold_lock);
+	hold_released = 1;
+	pthread_cond_broadcast(&hold_cv);
+	pthread_mutex_unlock(&hold_lock);
+	pthread_join(th, NULL);
+	EXPECT_EQ(777u, a.ctx);
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c, 777, NPROXY_TASK_NETWORK, 10000));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c, ctx1, NPROXY_TASK_NETWORK, 10000));
+	nproxy_comm_free(c);
+}
+
+TEST(check_status_erases_when_done_and_fails_when_unknown)
+{
+	struct nproxy_comm_opts o = comm_opts(0, 1, 0, 1, NPROXY_COMM_F_SKIP_NET, NULL);
+	uint32_t trig = NPROXY_PROXY_TRIGGER_SENTINEL;
+	volatile uint32_t *words[1] = { &trig };
+	struct nproxy_cc_op op = cc_op(1, words, NULL, 0);
+	enum nproxy_status st;
+	struct nproxy_comm *c, *other;
+	bool done;
+
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &other));
+	EXPECT_ST(NPROXY_FAILURE, nproxy_check_status(c, 42, NPROXY_TASK_NETWORK, &done, &st));
+	op.ctx = 42;
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 1, NULL));
+	/* A live ctx cannot be reused. */
+	capture_start();
+	EXPECT_ST(NPROXY_BUSY, nproxy_enq_proxy_tasks(c, &op, 1, NULL));
+	capture_stop();
+	/* Same ctx, other comm of the same group: not its task. */
+	EXPECT_ST(NPROXY_FAILURE, nproxy_check_status(other, 42, NPROXY_TASK_NETWORK, &done, &st));
+	/* Network task (skip policy) finishes; barrier waits on the closed gate. */
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c, 42, NPROXY_TASK_NETWORK, 10000));
+	EXPECT_ST(NPROXY_FAILURE, nproxy_check_status(c, 42, NPROXY_TASK_NETWORK, &done, &st));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_check_status(c, 42, NPROXY_TASK_BARRIER, &done, &st));
+	EXPECT_FALSE(done);
+	/* Not done: not erased. */
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_check_status(c, 42, NPROXY_TASK_BARRIER, &done, &st));
+	EXPECT_ST(NPROXY_FAILURE, nproxy_check_status(c, 42, NPROXY_TASK_UNKNOWN, &done, &st));
+	nproxy_trigger_store(&trig, 1);
+	ASSERT_TRUE(WAIT_UNTIL(nproxy_check_status(c, 42, NPROXY_TASK_BARRIER, &done, &st) ==
+			       NPROXY_SUCCESS && done, 10000));
+	EXPECT_ST(NPROXY_SUCCESS, st);
+	EXPECT_ST(NPROXY_FAILURE, nproxy_check_status(c, 42, NPROXY_TASK_BARRIER, &done, &st));
+	nproxy_comm_free(other);
+	nproxy_comm_free(c);
+}
+
+TEST(wait_timeout_logs_the_watchdog_message)
+{
+	struct nproxy_comm_opts o = comm_opts(0, 1, 7, 1, NPROXY_COMM_F_SKIP_NET, NULL);
+	uint32_t trig = NPROXY_PROXY_TRIGGER_SENTINEL;
+	volatile uint32_t *words[1] = { &trig };
+	struct nproxy_cc_op op = cc_op(1, words, NULL, 0);
+	struct nproxy_comm *c;
+	uint64_t ctx;
+
+	capture_start();
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 1, &ctx));
+	EXPECT_ST(NPROXY_TIMEOUT, nproxy_wait_status(c, ctx, NPROXY_TASK_BARRIER, 100));
+	EXPECT_EQ(1, capture_count(
+		"[nec_dev 7 gid 7] Timeout exceeded: Waiting on proxy task type 2: 1 sec", 1));
+	nproxy_comm_free(c);	/* aborts the waiting barrier task */
+	capture_stop();
+}
+
+TEST(wait_reports_a_failed_task_with_the_seed_message)
+{
+	struct nproxy_loopback_fabric *f;
+	struct nproxy_loopback_counters lc;
+	struct nproxy_comm_opts o;
+	struct nproxy_cc_op op;
+	struct nproxy_comm *c;
+	struct lb_rank r;
+	uint64_t ctx;
+	char want[128];
+
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_loopback_fabric_create(1, &f));
+	ASSERT_EQ(0, lb_rank_setup(&r, f, 0, 0, 16));
+	o = comm_opts(0, 1, 3, 1, 0, r.lb);
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
+	nproxy_loopback_fail_next_progress(r.lb, NPROXY_NET_ERROR);
+	op = lb_rank_op(&r);
+	capture_start();
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 1, &ctx));
+	EXPECT_ST(NPROXY_NET_ERROR, nproxy_wait_status(c, ctx, NPROXY_TASK_NETWORK, 10000));
+	snprintf(want, sizeof(want), "[nec_dev 3 gid 3] Proxy failed to execute task, status = %d",
+		 NPROXY_NET_ERROR);
+	EXPECT_EQ(1, capture_count(want, 1));
+	capture_stop();
+	/* The failed task stopped the block it had started. */
+	nproxy_loopback_counters(r.lb, &lc);
+	EXPECT_EQ(0u, lc.blocks_live);
+	EXPECT_EQ(lc.starts, lc.stops);
+	EXPECT_EQ(0u, lc.misuse);
+	nproxy_comm_free(c);
+	nproxy_loopback_destroy(r.lb);
+	nproxy_loopback_fabric_destroy(f);
+}
+
+TEST(comm_free_aborts_in_flight_tasks)
+{
+	struct nproxy_loopback_fabric *f;
+	struct nproxy_loopback_counters lc;
+	struct nproxy_comm_opts o, o2;
+	struct nproxy_comm *c, *keep;
+	struct nproxy_cc_op op;
+	struct lb_rank r;
+	uint64_t ctx;
+
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_loopback_fabric_create(2, &f));
+	ASSERT_EQ(0, lb_rank_setup(&r, f, 0, 1, 16));	/* peer 1 never shows up */
+	o = comm_opts(0, 2, 0, 1, 0, r.lb);
+	o2 = comm_opts(0, 1, 0, 1, NPROXY_COMM_F_SKIP_NET, NULL);
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o2, &keep));	/* keeps the group alive */
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
+	op = lb_rank_op(&r);
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 1, &ctx));
+	ASSERT_TRUE(WAIT_UNTIL(group_stats(0).idle_ticks > 10, 10000));
+	nproxy_comm_free(c);
+	EXPECT_TRUE(WAIT_UNTIL(group_stats(0).tasks_active == 0, 10000));
+	nproxy_loopback_counters(r.lb, &lc);
+	EXPECT_EQ(0u, lc.blocks_live);		/* the started block was stopped */
+	EXPECT_EQ(0u, lc.misuse);
+	EXPECT_EQ(1u, nproxy_proxy_group_refcnt(0));
+	nproxy_comm_free(keep);
+	nproxy_loopback_destroy(r.lb);
+	nproxy_loopback_fabric_destroy(f);
+}
+
+TEST_HARNESS_MAIN
