@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The device-trigger gate: ready only when every one of streams_n words is
+ * not 0xFFFFFFFF, never reading (or writing) past streams_n; consuming the
+ * trigger writes 0; the network task holds in WAITING_DEVICE_TRIGGER until
+ * an emulated device triggers it, then runs on the loopback seam.
+ */
+#include <sys/mman.h>
+#include "kselftest_harness.h"
+#include "proxy_test_util.h"
+
+#define SENTINEL NPROXY_PROXY_TRIGGER_SENTINEL
+
+/* Network task of a one-rank comm (self send/recv) waiting on `words`. */
+struct gated {
+	struct nproxy_loopback_fabric *f;
+	struct lb_rank r;
+	struct nproxy_comm *c;
+	uint64_t ctx;
+};
+
+static int gated_start(struct gated *g, volatile uint32_t **words, uint32_t streams_n,
+		       uint32_t dev)
+{
+	struct nproxy_comm_opts o;
+	struct nproxy_cc_op op;
+	uint32_t i;
+
+	if (nproxy_loopback_fabric_create(1, &g->f) || lb_rank_setup(&g->r, g->f, 0, 0, 32))
+		return -1;
+	o = comm_opts(0, 1, dev, 1, NPROXY_COMM_F_DEVICE_WAIT, g->r.lb);
+	if (nproxy_comm_init(&o, &g->c))
+		return -1;
+	op = lb_rank_op(&g->r);
+	op.streams_n = streams_n;
+	/* All four entries set: the ones past streams_n are guards. */
+	for (i = 0; i < NPROXY_PROXY_MAX_STREAMS; i++)
+		op.trigger_words[i] = words[i];
+	return nproxy_enq_proxy_tasks(g->c, &op, 1, &g->ctx) ? -1 : 0;
+}
+
+static void gated_stop(struct gated *g)
+{
+	nproxy_comm_free(g->c);
+	nproxy_loopback_destroy(g->r.lb);
+	nproxy_loopback_fabric_destroy(g->f);
+}
+
+static int net_done(struct gated *g)
+{
+	enum nproxy_status st;
+	bool done = false;
+
+	return nproxy_check_status(g->c, g->ctx, NPROXY_TASK_NETWORK, &done, &st) ==
+	       NPROXY_SUCCESS && done && st == NPROXY_SUCCESS;
+}
+
+static uint64_t lb_progresses(struct gated *g)
+{
+	struct nproxy_loopback_counters lc;
+
+	nproxy_loopback_counters(g->r.lb, &lc);
+	return lc.progresses;
+}
+
+TEST(gate_never_touches_words_past_streams_n)
+{
+	/* Guard pointers into an inaccessible page: any access past streams_n faults. */
+	long pg = sysconf(_SC_PAGESIZE);
+	unsigned char *mem = mmap(NULL, 2 * pg, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	volatile uint32_t *words[4];
+	uint32_t *live;
+	struct gated g;
+
+	ASSERT_NE(MAP_FAILED, mem);
+	ASSERT_EQ(0, mprotect(mem + pg, pg, PROT_NONE));
+	live = (uint32_t *)mem;
+	live[0] = live[1] = SENTINEL;
+	words[0] = &live[0];
+	words[1] = &live[1];
+	words[2] = (volatile uint32_t *)(mem + pg);
+	words[3] = (volatile uint32_t *)(mem + pg + 64);
+	ASSERT_EQ(0, gated_start(&g, words, 2, 0));
+
+	/* One of two streams triggered: still waiting, no progress() call. */
+	nproxy_trigger_store(words[0], 5);
+	ASSERT_TRUE(WAIT_UNTIL(group_stats(0).idle_ticks > 200, 10000));
+	EXPECT_FALSE(net_done(&g));
+	EXPECT_EQ(0u, lb_progresses(&g));
+	EXPECT_EQ(5u, nproxy_trigger_load(words[0]));	/* not consumed early */
+
+	nproxy_trigger_store(words[1], 6);
+	ASSERT_TRUE(WAIT_UNTIL(net_done(&g), 10000));
+	EXPECT_EQ(0u, live[0]);
+	EXPECT_EQ(0u, live[1]);
+	EXPECT_TRUE(lb_rank_got(&g.r, 0, 32));
+	gated_stop(&g);
+	munmap(mem, 2 * pg);
+}
+
+TEST(guard_words_past_streams_n_keep_their_sentinel)
+{
+	/* Readable guards holding the sentinel: reading them would block forever. */
+	uint32_t w[4] = { SENTINEL, SENTINEL, SENTINEL, SENTINEL };
+	volatile uint32_t *words[4] = { &w[0], &w[1], &w[2], &w[3] };
+	struct gated g;
+
+	ASSERT_EQ(0, gated_start(&g, words, 1, 0));
+	nproxy_trigger_store(&w[0], 9);
+	ASSERT_TRUE(WAIT_UNTIL(net_done(&g), 10000));
+	EXPECT_EQ(0u, nproxy_trigger_load(&w[0]));
+	EXPECT_EQ(SENTINEL, nproxy_trigger_load(&w[1]));	/* never cleared past streams_n */
+	EXPECT_EQ(SENTINEL, nproxy_trigger_load(&w[2]));
+	EXPECT_EQ(SENTINEL, nproxy_trigger_load(&w[3]));
+	gated_stop(&g);
+}
+
+TEST(consuming_the_trigger_writes_zero_to_every_stream_word)
+{
+	uint32_t w[4] = { SENTINEL, SENTINEL, SENTINEL, SENTINEL };
+	volatile uint32_t *words[4] = { &w[0], &w[1], &w[2], &w[3] };
+	struct gated g;
+	int i;
+
+	ASSERT_EQ(0, gated_start(&g, words, 4, 0));
+	for (i = 0; i < 4; i++)
+		nproxy_trigger_store(&w[i], 0x1234u + i);
+	ASSERT_TRUE(WAIT_UNTIL(net_done(&g), 10000));
+	for (i = 0; i < 4; i++)
+		EXPECT_EQ(0u, nproxy_trigger_load(&w[i]));
+	gated_stop(&g);
+}
+
+TEST(network_task_holds_until_the_trigger_then_runs_the_block)
+{
+	uint32_t w[1] = { SENTINEL };
+	volatile uint32_t *words[4] = { &w[0], NULL, NULL, NULL };
+	struct nproxy_loopback_counters lc;
+	struct gated g;
+
+	ASSERT_EQ(0, gated_start(&g, words, 1, 0));
+	/* INIT already handed the block to the engine (start), then waited. */
+	ASSERT_TRUE(WAIT_UNTIL(group_stats(0).idle_ticks > 100, 10000));
+	nproxy_loopback_counters(g.r.lb, &lc);
+	EXPECT_EQ(1u, lc.starts);
+	EXPECT_EQ(0u, lc.progresses);
+	EXPECT_EQ(0u, g.r.sems[0]);
+	EXPECT_FALSE(net_done(&g));
+
+	nproxy_trigger_store(&w[0], 1);	/* the emulated device reaches the net stage */
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(g.c, g.ctx, NPROXY_TASK_NETWORK, 10000));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(g.c, g.ctx, NPROXY_TASK_BARRIER, 10000));
+	nproxy_loopback_counters(g.r.lb, &lc);
+	EXPECT_EQ(1u, lc.stops);
+	EXPECT_EQ(0u, lc.blocks_live);
+	EXPECT_EQ(2u, lc.ops_completed);
+	EXPECT_EQ(1u, nproxy_sem_load(&g.r.sems[0]));	/* completion back-edge */
+	EXPECT_TRUE(lb_rank_got(&g.r, 0, 32));
+	gated_stop(&g);
+}
+
+/*
+ * Through real handshake pages (memfd backend): a device program writes the
+ * trigger, then waits for the semaphore the recv completion increments.
+ */
+TEST(memfd_device_program_triggers_and_sees_the_completion)
+{
+	struct nproxy_hs_opts ho = { .sz = sizeof(ho), .backend = NPROXY_HS_MEMFD,
+				     .n_streams = 1, .n_sems = 4 };
+	struct nproxy_prog_step prog[3];
+	struct nproxy_loopback_fabric *f;
+	struct nproxy_prog_result res;
+	struct nproxy_comm_opts o;
+	struct nproxy_cc_op op;
+	struct nproxy_comm *c;
+	struct nproxy_hs *hs;
+	struct lb_rank r;
+	uint64_t ctx;
+
+	if (nproxy_hs_open(&ho, &hs) != NPROXY_SUCCESS)
+		SKIP(return, "memfd handshake backend not available");
+	ASSERT_EQ(SENTINEL, nproxy_trigger_load(nproxy_hs_trigger(hs, 0)));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_loopback_fabric_create(1, &f));
+	ASSERT_EQ(0, lb_rank_setup(&r, f, 0, 0, 48));
+	o = comm_opts(0, 1, 0, 1, NPROXY_COMM_F_DEVICE_WAIT, r.lb);
+	o.hs = hs;
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
+	op = lb_rank_op(&r);
+	op.trigger_words[0] = NULL;	/* from the comm's region */
+	op.dev.sems = NULL;
+	op.dev.n_sems = 0;
+	r.ops[1].post_sem = 2;
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 1, &ctx));
+
+	memset(prog, 0, sizeof(prog));
+	prog[0].op = NPROXY_STEP_DELAY;
+	prog[0].timeout_ns = 20000000;
+	prog[1].op = NPROXY_STEP_WRITE_TRIGGER;
+	prog[1].index = 0;
+	prog[1].value = 1;
+	prog[2].op = NPROXY_STEP_WAIT_SEM;
+	prog[2].index = 2;
+	prog[2].value = 1;
+	prog[2].timeout_ns = 10000000000ull;
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(hs, prog, 3, NULL));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c, ctx, NPROXY_TASK_NETWORK, 10000));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_hs_wait(hs, 10000, &res));
+	EXPECT_EQ((unsigned int)NPROXY_PROG_DONE, res.state);
+	EXPECT_EQ(0u, nproxy_trigger_load(nproxy_hs_trigger(hs, 0)));
+	EXPECT_EQ(1u, nproxy_sem_load(nproxy_hs_sem(hs, 2)));
+	EXPECT_TRUE(lb_rank_got(&r, 0, 48));
+	nproxy_comm_free(c);
+	nproxy_hs_close(hs);
+	nproxy_loopback_destroy(r.lb);
+	nproxy_loopback_fabric_destroy(f);
+}
+
+TEST_HARNESS_MAIN
