@@ -1,0 +1,159 @@
+# SPDX-License-Identifier: GPL-2.0
+# nproxy top-level build.
+#
+#   make              library, tools, selftest and bench binaries; the
+#                     module too when kernel headers ($(KDIR)) are present
+#   make run          deps + build + the main job (tools/nproxy-run) on its defaults
+#   make check        deps + build (module required) + every selftest: host
+#                     areas here, build/selftests/vm/ in one qemu boot with
+#                     kmod/nproxy.ko loaded; ends with "N passed, N failed, N skipped"
+#   make bench        deps + build + bench/run
+#   make install      userspace only (DESTDIR, PREFIX); the module goes via dkms
+#   make lint         checkpatch + sparse (C=2 W=1) over kmod/ and the uapi header
+#   make asan | tsan  host tests built with ASan+UBSan / TSan (build-asan/, build-tsan/)
+#   make clean
+#
+# Userspace outputs go to $(O) (build/, or build-$(SAN)/ with SAN=asan|tsan);
+# see Documentation/development.md.
+
+SHELL := /bin/bash
+TOP := $(CURDIR)
+SAN ?=
+ifeq ($(SAN),)
+O := $(TOP)/build
+else
+O := $(TOP)/build-$(SAN)
+endif
+export SAN
+
+# The Debian 6.1 kernel's headers, even though `uname -r` is another kernel.
+KDIR ?= $(shell ls -d /lib/modules/6.1.0-*-amd64/build 2>/dev/null | sort -V | \
+	while read d; do [ -e "$$d/Makefile" ] && echo "$$d"; done | tail -n1)
+export KDIR
+
+PREFIX ?= /usr/local
+DESTDIR ?=
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR ?= $(PREFIX)/share/man
+
+SUBMAKE = $(MAKE) --no-print-directory
+# Sub-directories owned by other areas build only once their Makefile exists.
+have = $(wildcard $(TOP)/$(1)/Makefile)
+TEST_AREAS := $(patsubst selftests/%/Makefile,%,$(sort $(wildcard selftests/*/Makefile)))
+# Host test areas run by check-host (the sanitizer builds narrow this).
+CHECK_AREAS ?= $(TEST_AREAS)
+
+.DEFAULT_GOAL := all
+.PHONY: all lib tools selftests bench-build module module-required deps run \
+	check check-host bench install clean lint checkpatch sparse asan tsan help
+
+all: lib tools selftests bench-build $(if $(SAN),,module)
+
+lib:
+	+@$(SUBMAKE) -C lib
+
+tools: lib
+	+$(if $(call have,tools),@$(SUBMAKE) -C tools,@echo "tools: no tools/Makefile yet, skipped")
+
+selftests: lib
+	+@set -e; for a in $(TEST_AREAS); do $(SUBMAKE) -C selftests/$$a; done
+
+bench-build: lib
+	+$(if $(call have,bench),@$(SUBMAKE) -C bench,@echo "bench: no bench/Makefile yet, skipped")
+
+# `make` builds the module only when the kernel headers are there;
+# `make check` requires it (module-required).
+module:
+	+@if [ -z "$(call have,kmod)" ]; then echo "kmod: no kmod/Makefile yet, module skipped"; \
+	elif [ -z "$(KDIR)" ]; then echo "kmod: no kernel headers (/lib/modules/6.1.0-*-amd64/build), module skipped; scripts/deps.sh installs them"; \
+	else $(SUBMAKE) -C kmod KDIR=$(KDIR); fi
+
+module-required:
+	+@if [ -z "$(call have,kmod)" ]; then echo "kmod: SKIP: no kmod/Makefile yet, the module cannot be built"; \
+	elif [ -z "$(KDIR)" ]; then echo "kmod: no kernel headers at /lib/modules/6.1.0-*-amd64/build (run scripts/deps.sh)" >&2; exit 1; \
+	else $(SUBMAKE) -C kmod KDIR=$(KDIR); fi
+
+deps:
+	@$(TOP)/scripts/deps.sh
+
+run: deps
+	+@$(SUBMAKE) all
+	@if [ -x $(O)/bin/nproxy-run ]; then exec $(O)/bin/nproxy-run; \
+	else echo "make run: tools/nproxy-run is not built yet (the tools issue adds it); nothing to run"; fi
+
+# One closing line "N passed, N failed, N skipped" counts host and VM tests.
+check: deps
+	+@$(SUBMAKE) lib tools selftests bench-build
+	+@$(SUBMAKE) module-required
+	@$(TOP)/scripts/check --build $(O) --areas "$(CHECK_AREAS)" --vm
+
+# Host tests only, in $(O) (used by asan/tsan and for quick iteration).
+check-host:
+	+@$(SUBMAKE) lib tools selftests
+	@$(TOP)/scripts/check --build $(O) --areas "$(CHECK_AREAS)"
+
+asan:
+	+@$(SUBMAKE) SAN=asan check-host
+
+# TSan for the threaded areas.
+TSAN_AREAS ?= lib bananaphone net tools
+tsan:
+	+@$(SUBMAKE) SAN=tsan CHECK_AREAS="$(filter $(TSAN_AREAS),$(TEST_AREAS))" check-host
+
+bench: deps
+	+@$(SUBMAKE) all
+	@if [ -x bench/run ]; then exec bench/run; \
+	else echo "make bench: no bench/run yet (the bench issue adds it); nothing to measure"; fi
+
+install: lib tools
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/nproxy $(DESTDIR)$(INCLUDEDIR)/linux
+	install -m 0644 $(O)/lib/libnproxy.a $(DESTDIR)$(LIBDIR)/
+	install -m 0755 $(O)/lib/libnproxy.so.0 $(DESTDIR)$(LIBDIR)/
+	ln -sf libnproxy.so.0 $(DESTDIR)$(LIBDIR)/libnproxy.so
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@VERSION@|$(shell cat VERSION)|' \
+		-e 's|^libdir=.*|libdir=$(LIBDIR)|; s|^includedir=.*|includedir=$(INCLUDEDIR)|' \
+		lib/libnproxy.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/libnproxy.pc
+	install -m 0644 include/nproxy/*.h $(DESTDIR)$(INCLUDEDIR)/nproxy/
+	install -m 0644 include/uapi/linux/nproxy.h $(DESTDIR)$(INCLUDEDIR)/linux/
+	+@if [ -n "$(call have,tools)" ] && grep -q '^install:' tools/Makefile; then \
+		$(SUBMAKE) -C tools install DESTDIR=$(DESTDIR) PREFIX=$(PREFIX); \
+	else for b in $(wildcard $(O)/bin/*); do \
+		install -D -m 0755 $$b $(DESTDIR)$(BINDIR)/$${b##*/}; done; fi
+	@for m in $(wildcard Documentation/man/*.[1-8]); do \
+		s=$${m##*.}; install -D -m 0644 $$m $(DESTDIR)$(MANDIR)/man$$s/$${m##*/} || exit 1; done
+
+clean:
+	rm -rf $(TOP)/build $(TOP)/build-asan $(TOP)/build-tsan
+	+@if [ -n "$(call have,kmod)" ] && [ -n "$(KDIR)" ]; then $(SUBMAKE) -C kmod KDIR=$(KDIR) clean; fi
+
+# checkpatch.pl (with spelling.txt and const_structs.checkpatch beside it)
+# from Debian's linux-source tarball, extracted once into the build tree.
+LINUX_SOURCE_TAR ?= $(firstword $(wildcard /usr/src/linux-source-6.1.tar.xz /usr/src/linux-source-*.tar.xz))
+CHECKPATCH := $(TOP)/build/checkpatch/checkpatch.pl
+LINT_FILES = $(wildcard kmod/*.c kmod/*.h) include/uapi/linux/nproxy.h
+
+$(CHECKPATCH):
+	@test -n "$(LINUX_SOURCE_TAR)" || { echo "lint: no /usr/src/linux-source-*.tar.xz (run scripts/deps.sh)" >&2; exit 1; }
+	@mkdir -p $(dir $@)
+	tar -xJf $(LINUX_SOURCE_TAR) -C $(dir $@) --strip-components=2 --wildcards \
+		'*/scripts/checkpatch.pl' '*/scripts/spelling.txt' '*/scripts/const_structs.checkpatch'
+	@touch $@
+
+lint: checkpatch sparse
+
+checkpatch: $(CHECKPATCH)
+	$(CHECKPATCH) --no-tree --strict --terse --show-types --ignore SPDX_LICENSE_TAG -f $(LINT_FILES)
+
+sparse:
+	@test -n "$(KDIR)" || { echo "lint: no kernel headers (run scripts/deps.sh)" >&2; exit 1; }
+	@command -v sparse >/dev/null || { echo "lint: sparse not installed (run scripts/deps.sh)" >&2; exit 1; }
+	@# C=2 checks every file, rebuilt or not; sparse warnings fail the target.
+	@$(MAKE) --no-print-directory -C $(KDIR) M=$(TOP)/kmod C=2 W=1 modules 2>&1 | tee $(TOP)/build/sparse.log; \
+		test $${PIPESTATUS[0]} -eq 0 || exit 1; \
+		if grep -E '(warning|error):' $(TOP)/build/sparse.log | grep -v 'Skipping BTF'; then \
+			echo "lint: sparse/W=1 reported the warnings above" >&2; exit 1; fi
+
+help:
+	@sed -n '2,/^$$/s/^# \{0,1\}//p' Makefile
