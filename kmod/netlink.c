@@ -23,13 +23,12 @@ static const struct genl_multicast_group nproxy_mcgrps[] = {
 	[NPROXY_MCGRP_EVENTS] = { .name = NPROXY_GENL_MCGRP_EVENTS },
 };
 
-/* GET_REGIONS (do) takes one region id; every other command takes nothing. */
+/*
+ * GET_REGIONS (do) takes one region id.  The other commands take nothing:
+ * with no .policy, resv_start_op = 0 gives them the core's reject-all one.
+ */
 static const struct nla_policy nproxy_region_policy[NPROXY_A_REGION_ID + 1] = {
 	[NPROXY_A_REGION_ID] = NLA_POLICY_MIN(NLA_U32, 1),
-};
-
-static const struct nla_policy nproxy_empty_policy[NPROXY_A_UNSPEC + 1] = {
-	[NPROXY_A_UNSPEC] = { .type = NLA_REJECT },
 };
 
 static void *nproxy_nl_put_header(struct sk_buff *skb, u32 portid, u32 seq,
@@ -186,8 +185,6 @@ static const struct genl_ops nproxy_genl_ops[] = {
 	{
 		.cmd = NPROXY_CMD_GET_INFO,
 		.doit = nproxy_nl_get_info,
-		.policy = nproxy_empty_policy,
-		.maxattr = NPROXY_A_UNSPEC,
 	},
 	{
 		.cmd = NPROXY_CMD_GET_REGIONS,
@@ -199,14 +196,10 @@ static const struct genl_ops nproxy_genl_ops[] = {
 	{
 		.cmd = NPROXY_CMD_GET_STATS,
 		.doit = nproxy_nl_get_stats,
-		.policy = nproxy_empty_policy,
-		.maxattr = NPROXY_A_UNSPEC,
 	},
 	{
 		.cmd = NPROXY_CMD_RESET_STATS,
 		.doit = nproxy_nl_reset_stats,
-		.policy = nproxy_empty_policy,
-		.maxattr = NPROXY_A_UNSPEC,
 		.flags = GENL_ADMIN_PERM,
 	},
 };

@@ -1,0 +1,439 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The generic netlink family "nproxy" (issue 3, points 5 and 6), driven with
+ * libnl-genl-3 as users would: module info, region dump and lookup, stats
+ * (agreeing with sysfs), strict policies, GENL_ADMIN_PERM, and the
+ * "events" multicast group.
+ */
+#include <sys/wait.h>
+
+#include <netlink/genl/ctrl.h>
+#include <netlink/genl/genl.h>
+#include <netlink/netlink.h>
+
+#include "kselftest_harness.h"
+#include "kmod_util.h"
+
+#define MAX_MSGS 64
+
+/* Every message a request or a listener received, attributes parsed. */
+struct np_msgs {
+	int n;
+	uint8_t cmd[MAX_MSGS];
+	struct {
+		bool present;
+		uint64_t v;
+	} attr[MAX_MSGS][NPROXY_A_MAX + 1];
+	int error;	/* from NLMSG_ERROR, 0 or -errno */
+	bool done;
+};
+
+static int collect_cb(struct nl_msg *msg, void *arg)
+{
+	struct np_msgs *m = arg;
+	struct genlmsghdr *gh = nlmsg_data(nlmsg_hdr(msg));
+	struct nlattr *tb[NPROXY_A_MAX + 1];
+	int a;
+
+	if (m->n >= MAX_MSGS)
+		return NL_STOP;
+	if (genlmsg_parse(nlmsg_hdr(msg), 0, tb, NPROXY_A_MAX, NULL))
+		return NL_SKIP;
+	m->cmd[m->n] = gh->cmd;
+	for (a = 1; a <= NPROXY_A_MAX; a++) {
+		if (!tb[a])
+			continue;
+		m->attr[m->n][a].present = true;
+		m->attr[m->n][a].v = nla_len(tb[a]) == 8 ? nla_get_u64(tb[a]) : nla_get_u32(tb[a]);
+	}
+	m->n++;
+	return NL_OK;
+}
+
+static int error_cb(struct sockaddr_nl *nla, struct nlmsgerr *e, void *arg)
+{
+	struct np_msgs *m = arg;
+
+	m->error = e->error;
+	m->done = true;
+	return NL_STOP;
+}
+
+static int no_seq_check_cb(struct nl_msg *msg, void *arg)
+{
+	return NL_OK;
+}
+
+static int done_cb(struct nl_msg *msg, void *arg)
+{
+	((struct np_msgs *)arg)->done = true;
+	return NL_STOP;
+}
+
+struct np_nl {
+	struct nl_sock *sk;
+	int family;
+};
+
+static int np_nl_open(struct np_nl *nl)
+{
+	nl->sk = nl_socket_alloc();
+	if (!nl->sk || genl_connect(nl->sk))
+		return -1;
+	nl->family = genl_ctrl_resolve(nl->sk, NPROXY_GENL_NAME);
+	return nl->family < 0 ? -1 : 0;
+}
+
+/*
+ * Send one request (optionally with one u32 attribute, or a raw attribute
+ * of the wrong size) and gather the replies; returns 0 or -errno.
+ */
+static int np_nl_request(struct np_nl *nl, uint8_t cmd, int flags, int attr,
+			 uint32_t val, int attr_len, struct np_msgs *out)
+{
+	struct nl_cb *cb = nl_cb_alloc(NL_CB_DEFAULT);
+	struct nl_msg *msg = nlmsg_alloc();
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	if (!cb || !msg)
+		return -ENOMEM;
+	genlmsg_put(msg, NL_AUTO_PORT, NL_AUTO_SEQ, nl->family, 0, flags, cmd,
+		    NPROXY_GENL_VERSION);
+	if (attr)
+		nla_put(msg, attr, attr_len, &val);
+	nl_cb_set(cb, NL_CB_VALID, NL_CB_CUSTOM, collect_cb, out);
+	nl_cb_set(cb, NL_CB_FINISH, NL_CB_CUSTOM, done_cb, out);
+	nl_cb_set(cb, NL_CB_ACK, NL_CB_CUSTOM, done_cb, out);
+	nl_cb_err(cb, NL_CB_CUSTOM, error_cb, out);
+	err = nl_send_auto(nl->sk, msg);
+	nlmsg_free(msg);
+	while (err >= 0 && !out->done)
+		err = nl_recvmsgs(nl->sk, cb);
+	nl_cb_put(cb);
+	if (err < 0 && !out->error)
+		return -EIO;
+	return out->error;
+}
+
+static uint64_t A(const struct np_msgs *m, int i, int attr)
+{
+	return m->attr[i][attr].v;
+}
+
+FIXTURE(nl) {
+	int dev;
+	struct np_nl nl;
+};
+
+FIXTURE_SETUP(nl)
+{
+	self->nl.sk = NULL;
+	NP_OPEN_DEV_OR_SKIP(self->dev);
+	ASSERT_EQ(0, np_nl_open(&self->nl)) {
+		TH_LOG("generic netlink family \"" NPROXY_GENL_NAME "\" not found");
+	}
+}
+
+FIXTURE_TEARDOWN(nl)
+{
+	if (self->nl.sk)
+		nl_socket_free(self->nl.sk);
+	if (self->dev >= 0)
+		close(self->dev);
+}
+
+TEST_F(nl, get_info)
+{
+	struct np_msgs m;
+
+	ASSERT_EQ(0, np_nl_request(&self->nl, NPROXY_CMD_GET_INFO, 0, 0, 0, 0, &m));
+	ASSERT_EQ(1, m.n);
+	EXPECT_EQ(NPROXY_ABI_VERSION, A(&m, 0, NPROXY_A_ABI_VERSION));
+	EXPECT_EQ(NPROXY_MAX_STREAMS, A(&m, 0, NPROXY_A_MAX_STREAMS));
+	EXPECT_EQ(NPROXY_MAX_SEMS, A(&m, 0, NPROXY_A_MAX_SEMS));
+	EXPECT_EQ(NPROXY_MAX_PROG_STEPS, A(&m, 0, NPROXY_A_MAX_PROG_STEPS));
+}
+
+TEST_F(nl, dump_regions_lists_live_regions)
+{
+	int r1 = np_create(self->dev, 2, 3), r2 = np_create(self->dev, 4, 0);
+	struct nproxy_region_state s1, s2;
+	struct np_msgs m;
+	int i, seen = 0;
+
+	ASSERT_LE(0, r1);
+	ASSERT_LE(0, r2);
+	ASSERT_EQ(0, ioctl(r1, NPROXY_IOC_GET_STATE, &s1));
+	ASSERT_EQ(0, ioctl(r2, NPROXY_IOC_GET_STATE, &s2));
+	ASSERT_EQ(0, np_nl_request(&self->nl, NPROXY_CMD_GET_REGIONS, NLM_F_DUMP, 0, 0, 0, &m));
+	for (i = 0; i < m.n; i++) {
+		uint64_t id = A(&m, i, NPROXY_A_REGION_ID);
+
+		if (id != s1.region_id && id != s2.region_id)
+			continue;
+		seen++;
+		EXPECT_EQ(getpid(), A(&m, i, NPROXY_A_OWNER_PID));
+		EXPECT_EQ(3, A(&m, i, NPROXY_A_RANK));
+		EXPECT_EQ(7, A(&m, i, NPROXY_A_GID));
+		EXPECT_EQ(id == s1.region_id ? 2 : 4, A(&m, i, NPROXY_A_N_STREAMS));
+		EXPECT_EQ(id == s1.region_id ? 3 : 0, A(&m, i, NPROXY_A_N_SEMS));
+		EXPECT_EQ(NPROXY_PROG_NONE, A(&m, i, NPROXY_A_PROG_STATE));
+		EXPECT_TRUE(m.attr[i][NPROXY_A_PROG_SEQ].present);
+	}
+	EXPECT_EQ(2, seen);
+	close(r1);
+	ASSERT_EQ(0, np_nl_request(&self->nl, NPROXY_CMD_GET_REGIONS, NLM_F_DUMP, 0, 0, 0, &m));
+	for (i = 0; i < m.n; i++)
+		EXPECT_NE(s1.region_id, A(&m, i, NPROXY_A_REGION_ID));
+	close(r2);
+}
+
+/* More regions than fit in one dump skb: every one is listed once. */
+TEST_F(nl, dump_regions_spans_messages)
+{
+	enum { N = 60 };
+	int fds[N], i, found = 0;
+	uint32_t first_id;
+	struct nproxy_region_state st;
+	struct np_msgs m;
+
+	for (i = 0; i < N; i++) {
+		fds[i] = np_create(self->dev, 1, 0);
+		ASSERT_LE(0, fds[i]);
+	}
+	ASSERT_EQ(0, ioctl(fds[0], NPROXY_IOC_GET_STATE, &st));
+	first_id = st.region_id;
+	ASSERT_EQ(0, np_nl_request(&self->nl, NPROXY_CMD_GET_REGIONS, NLM_F_DUMP, 0, 0, 0, &m));
+	for (i = 0; i < m.n; i++)
+		if (A(&m, i, NPROXY_A_REGION_ID) >= first_id &&
+		    A(&m, i, NPROXY_A_REGION_ID) < first_id + N)
+			found++;
+	EXPECT_EQ(N, found);
+	for (i = 0; i < N; i++)
+		close(fds[i]);
+}
+
+TEST_F(nl, get_region_by_id)
+{
+	int rfd = np_create(self->dev, 3, 1);
+	struct nproxy_region_state st;
+	struct np_msgs m;
+
+	ASSERT_LE(0, rfd);
+	ASSERT_EQ(0, ioctl(rfd, NPROXY_IOC_GET_STATE, &st));
+	ASSERT_EQ(0, np_nl_request(&self->nl, NPROXY_CMD_GET_REGIONS, 0, NPROXY_A_REGION_ID,
+				   st.region_id, 4, &m));
+	ASSERT_EQ(1, m.n);
+	EXPECT_EQ(st.region_id, A(&m, 0, NPROXY_A_REGION_ID));
+	EXPECT_EQ(3, A(&m, 0, NPROXY_A_N_STREAMS));
+	close(rfd);
+	EXPECT_EQ(-ENOENT, np_nl_request(&self->nl, NPROXY_CMD_GET_REGIONS, 0,
+					 NPROXY_A_REGION_ID, st.region_id, 4, &m));
+}
+
+TEST_F(nl, strict_policy_rejects_bad_attributes)
+{
+	struct np_msgs m;
+
+	/* Missing required id. */
+	EXPECT_EQ(-EINVAL, np_nl_request(&self->nl, NPROXY_CMD_GET_REGIONS, 0, 0, 0, 0, &m));
+	/* Wrong size for a u32. */
+	EXPECT_EQ(-EINVAL, np_nl_request(&self->nl, NPROXY_CMD_GET_REGIONS, 0,
+					 NPROXY_A_REGION_ID, 1, 2, &m));
+	/* Id 0 is never a region (policy minimum: out of range). */
+	EXPECT_EQ(-ERANGE, np_nl_request(&self->nl, NPROXY_CMD_GET_REGIONS, 0,
+					 NPROXY_A_REGION_ID, 0, 4, &m));
+	/* An attribute the command does not take. */
+	EXPECT_EQ(-EINVAL, np_nl_request(&self->nl, NPROXY_CMD_GET_INFO, 0,
+					 NPROXY_A_RANK, 1, 4, &m));
+	EXPECT_EQ(-EINVAL, np_nl_request(&self->nl, NPROXY_CMD_GET_STATS, 0,
+					 NPROXY_A_MAX + 5, 1, 4, &m));
+	/* Not a request command. */
+	EXPECT_EQ(-EOPNOTSUPP, np_nl_request(&self->nl, NPROXY_CMD_EVENT, 0, 0, 0, 0, &m));
+	EXPECT_EQ(-EOPNOTSUPP, np_nl_request(&self->nl, 200, 0, 0, 0, 0, &m));
+}
+
+static const struct {
+	int attr;
+	const char *sysfs;
+} stat_names[] = {
+	{ NPROXY_A_STAT_REGIONS_LIVE, "regions_live" },
+	{ NPROXY_A_STAT_REGIONS_CREATED, "regions_created" },
+	{ NPROXY_A_STAT_PROGS_RUN, "progs_run" },
+	{ NPROXY_A_STAT_TRIGGERS_WRITTEN, "triggers_written" },
+	{ NPROXY_A_STAT_TIMEOUTS, "timeouts" },
+	{ NPROXY_A_STAT_CANCELS, "cancels" },
+};
+
+TEST_F(nl, stats_agree_with_sysfs)
+{
+	int rfd = np_create(self->dev, 1, 0);
+	struct np_msgs m;
+	size_t i;
+
+	ASSERT_LE(0, rfd);
+	ASSERT_EQ(0, np_nl_request(&self->nl, NPROXY_CMD_GET_STATS, 0, 0, 0, 0, &m));
+	ASSERT_EQ(1, m.n);
+	for (i = 0; i < sizeof(stat_names) / sizeof(stat_names[0]); i++) {
+		EXPECT_TRUE(m.attr[0][stat_names[i].attr].present);
+		EXPECT_EQ(np_stat(stat_names[i].sysfs), (long long)A(&m, 0, stat_names[i].attr)) {
+			TH_LOG("%s", stat_names[i].sysfs);
+		}
+	}
+	EXPECT_LE(1, A(&m, 0, NPROXY_A_STAT_REGIONS_LIVE));
+	close(rfd);
+}
+
+/* Point 6: the counters move with what happens. */
+TEST_F(nl, stats_count_activity)
+{
+	struct nproxy_prog_step steps[] = {
+		np_step(NPROXY_STEP_WRITE_TRIGGER, 0, 1, 0),
+		np_step(NPROXY_STEP_WRITE_TRIGGER, 0, 2, 0),
+	};
+	long long created = np_stat("regions_created"), progs = np_stat("progs_run");
+	long long trig = np_stat("triggers_written");
+	struct nproxy_prog_result res;
+	int rfd = np_create(self->dev, 1, 0);
+
+	ASSERT_LE(0, rfd);
+	ASSERT_EQ(0, np_submit(rfd, steps, 2, NULL));
+	ASSERT_EQ(0, np_wait_collect(rfd, 5000, &res));
+	EXPECT_EQ(created + 1, np_stat("regions_created"));
+	EXPECT_EQ(progs + 1, np_stat("progs_run"));
+	EXPECT_EQ(trig + 2, np_stat("triggers_written"));
+	close(rfd);
+}
+
+TEST_F(nl, reset_stats_needs_admin)
+{
+	struct np_msgs m;
+	pid_t child;
+	int status;
+	int rfd = np_create(self->dev, 1, 0);
+
+	ASSERT_LE(0, rfd);
+	ASSERT_LE(1, np_stat("regions_created"));
+	child = fork();
+	ASSERT_LE(0, child);
+	if (child == 0) {
+		struct np_nl nl;
+
+		/* Root -> nobody drops every capability, CAP_NET_ADMIN included. */
+		if (setresgid(65534, 65534, 65534) || setresuid(65534, 65534, 65534))
+			_exit(2);
+		if (np_nl_open(&nl))
+			_exit(3);
+		_exit(np_nl_request(&nl, NPROXY_CMD_RESET_STATS, 0, 0, 0, 0, &m) == -EPERM ? 0 : 1);
+	}
+	ASSERT_EQ(child, waitpid(child, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status));
+	EXPECT_LE(1, np_stat("regions_created"));
+
+	ASSERT_EQ(0, np_nl_request(&self->nl, NPROXY_CMD_RESET_STATS, 0, 0, 0, 0, &m));
+	EXPECT_EQ(0, np_stat("regions_created"));
+	EXPECT_EQ(0, np_stat("triggers_written"));
+	/* Live objects are not history: regions_live is kept. */
+	EXPECT_LE(1, np_stat("regions_live"));
+	close(rfd);
+}
+
+/* Receive events on a multicast listener until @want or a deadline. */
+static void listen_events(struct nl_sock *sk, struct np_msgs *ev, int want, int timeout_ms)
+{
+	struct nl_cb *cb = nl_cb_alloc(NL_CB_DEFAULT);
+	uint64_t deadline = np_now_ns() + (uint64_t)timeout_ms * NP_MS;
+
+	nl_cb_set(cb, NL_CB_VALID, NL_CB_CUSTOM, collect_cb, ev);
+	/* Multicast notifications carry sequence number 0. */
+	nl_cb_set(cb, NL_CB_SEQ_CHECK, NL_CB_CUSTOM, no_seq_check_cb, NULL);
+	while (ev->n < want && np_now_ns() < deadline) {
+		struct pollfd pfd = { .fd = nl_socket_get_fd(sk), .events = POLLIN };
+
+		if (poll(&pfd, 1, 100) == 1)
+			nl_recvmsgs(sk, cb);
+	}
+	nl_cb_put(cb);
+}
+
+static int find_event(const struct np_msgs *ev, uint32_t type, uint32_t region)
+{
+	int i;
+
+	for (i = 0; i < ev->n; i++)
+		if (ev->cmd[i] == NPROXY_CMD_EVENT &&
+		    A(ev, i, NPROXY_A_EVENT_TYPE) == type &&
+		    A(ev, i, NPROXY_A_REGION_ID) == region)
+			return i;
+	return -1;
+}
+
+TEST_F(nl, listener_receives_events)
+{
+	struct nproxy_prog_step ok_steps[] = {
+		np_step(NPROXY_STEP_WRITE_TRIGGER, 1, 0xabc, 0),
+		np_step(NPROXY_STEP_SIGNAL_EVENT, 0, 55, 0),
+	};
+	struct nproxy_prog_step timeout_steps[] = {
+		np_step(NPROXY_STEP_WAIT_SEM, 0, 1, 10 * NP_MS),
+	};
+	struct nproxy_prog_step long_steps[] = {
+		np_step(NPROXY_STEP_DELAY, 0, 0, 30000 * NP_MS),
+	};
+	struct nproxy_prog_result res;
+	struct nproxy_region_state st;
+	struct nl_sock *sk = nl_socket_alloc();
+	static struct np_msgs ev;
+	uint64_t seq1 = 0, seq2 = 0;
+	int grp, rfd, i;
+
+	ASSERT_NE(NULL, sk);
+	ASSERT_EQ(0, genl_connect(sk));
+	nl_socket_disable_seq_check(sk);
+	grp = genl_ctrl_resolve_grp(sk, NPROXY_GENL_NAME, NPROXY_GENL_MCGRP_EVENTS);
+	ASSERT_LT(0, grp);
+	ASSERT_EQ(0, nl_socket_add_membership(sk, grp));
+
+	rfd = np_create(self->dev, 2, 1);
+	ASSERT_LE(0, rfd);
+	ASSERT_EQ(0, ioctl(rfd, NPROXY_IOC_GET_STATE, &st));
+	ASSERT_EQ(0, np_submit(rfd, ok_steps, 2, &seq1));
+	ASSERT_EQ(0, np_wait_collect(rfd, 5000, &res));
+	ASSERT_EQ(0, np_submit(rfd, timeout_steps, 1, &seq2));
+	ASSERT_EQ(0, np_wait_collect(rfd, 5000, &res));
+	ASSERT_EQ(0, np_submit(rfd, long_steps, 1, NULL));
+	ASSERT_EQ(0, ioctl(rfd, NPROXY_IOC_CANCEL_PROG));
+	close(rfd);
+
+	memset(&ev, 0, sizeof(ev));
+	listen_events(sk, &ev, 7, 5000);
+
+	i = find_event(&ev, NPROXY_EVENT_REGION_CREATED, st.region_id);
+	ASSERT_LE(0, i);
+	EXPECT_EQ(3, A(&ev, i, NPROXY_A_RANK));
+	EXPECT_EQ(7, A(&ev, i, NPROXY_A_GID));
+	i = find_event(&ev, NPROXY_EVENT_TRIGGER_WRITTEN, st.region_id);
+	ASSERT_LE(0, i);
+	EXPECT_EQ(1, A(&ev, i, NPROXY_A_STREAM));
+	EXPECT_EQ(0xabc, A(&ev, i, NPROXY_A_VALUE));
+	i = find_event(&ev, NPROXY_EVENT_SIGNAL, st.region_id);
+	ASSERT_LE(0, i);
+	EXPECT_EQ(55, A(&ev, i, NPROXY_A_VALUE));
+	i = find_event(&ev, NPROXY_EVENT_PROG_DONE, st.region_id);
+	ASSERT_LE(0, i);
+	EXPECT_EQ(seq1, A(&ev, i, NPROXY_A_PROG_SEQ));
+	EXPECT_EQ(NPROXY_PROG_DONE, A(&ev, i, NPROXY_A_PROG_STATE));
+	i = find_event(&ev, NPROXY_EVENT_PROG_TIMEDOUT, st.region_id);
+	ASSERT_LE(0, i);
+	EXPECT_EQ(seq2, A(&ev, i, NPROXY_A_PROG_SEQ));
+	EXPECT_LE(0, find_event(&ev, NPROXY_EVENT_PROG_CANCELLED, st.region_id));
+	i = find_event(&ev, NPROXY_EVENT_REGION_DESTROYED, st.region_id);
+	ASSERT_LE(0, i);
+	/* In order: destroyed is the last event of the region. */
+	EXPECT_EQ(ev.n - 1, i);
+	nl_socket_free(sk);
+}
+
+TEST_HARNESS_MAIN

@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Module lifetime (issue 3, point 8): nproxy.ko cannot be unloaded while a
+ * region fd or a mapping of one exists, and unloads once they are gone.
+ * Each test reloads the module afterwards from the .ko next to the build
+ * tree (or $NPROXY_KMOD), so the VM runner's final rmmod still finds it.
+ *
+ * delete_module(O_NONBLOCK), as rmmod calls it, fails with EWOULDBLOCK
+ * (== EAGAIN) while the module's refcount is held: that is the kernel's
+ * "in use" answer (rmmod prints "Resource temporarily unavailable").
+ */
+#include <limits.h>
+#include <libgen.h>
+#include <sys/syscall.h>
+
+#include "kselftest_harness.h"
+#include "kmod_util.h"
+
+static int delete_module(const char *name)
+{
+	return syscall(SYS_delete_module, name, O_NONBLOCK) ? -errno : 0;
+}
+
+static int find_ko(char *path, size_t len)
+{
+	const char *env = getenv("NPROXY_KMOD");
+	char exe[PATH_MAX];
+	ssize_t n;
+
+	if (env) {
+		snprintf(path, len, "%s", env);
+		return access(path, R_OK);
+	}
+	/* build/selftests/vm/kmod-unload -> kmod/nproxy.ko */
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n < 0)
+		return -1;
+	exe[n] = 0;
+	snprintf(path, len, "%s/../../../kmod/nproxy.ko", dirname(exe));
+	return access(path, R_OK);
+}
+
+static int load_module(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int ret;
+
+	if (fd < 0)
+		return -errno;
+	ret = syscall(SYS_finit_module, fd, "", 0) ? -errno : 0;
+	close(fd);
+	return ret;
+}
+
+FIXTURE(unload) {
+	char ko[PATH_MAX];
+};
+
+FIXTURE_SETUP(unload)
+{
+	int dev;
+
+	NP_OPEN_DEV_OR_SKIP(dev);
+	close(dev);
+	if (find_ko(self->ko, sizeof(self->ko)))
+		SKIP(return, "nproxy.ko not found (set NPROXY_KMOD)");
+	if (np_stat("regions_live") != 0)
+		SKIP(return, "other regions are live; unload tests need an idle module");
+}
+
+FIXTURE_TEARDOWN(unload)
+{
+	/* Leave the module loaded, as the runner expects. */
+	if (access(NP_DEV_PATH, F_OK))
+		load_module(self->ko);
+}
+
+TEST_F(unload, busy_while_device_open)
+{
+	int dev = open(NP_DEV_PATH, O_RDWR);
+
+	ASSERT_LE(0, dev);
+	EXPECT_EQ(-EWOULDBLOCK, delete_module("nproxy"));
+	close(dev);
+	EXPECT_EQ(0, delete_module("nproxy"));
+	EXPECT_EQ(0, load_module(self->ko));
+}
+
+TEST_F(unload, busy_while_region_fd_open)
+{
+	int dev = open(NP_DEV_PATH, O_RDWR);
+	int rfd;
+
+	ASSERT_LE(0, dev);
+	rfd = np_create(dev, 1, 1);
+	ASSERT_LE(0, rfd);
+	close(dev);
+	EXPECT_EQ(-EWOULDBLOCK, delete_module("nproxy"));
+	close(rfd);
+	EXPECT_EQ(0, delete_module("nproxy"));
+	EXPECT_EQ(0, load_module(self->ko));
+}
+
+TEST_F(unload, busy_while_mapping_exists)
+{
+	int dev = open(NP_DEV_PATH, O_RDWR);
+	void *sems;
+	int rfd;
+
+	ASSERT_LE(0, dev);
+	rfd = np_create(dev, 1, 1);
+	ASSERT_LE(0, rfd);
+	sems = np_map(rfd, NPROXY_OFF_SEMS, PROT_READ | PROT_WRITE);
+	ASSERT_NE(NULL, sems);
+	close(rfd);
+	close(dev);
+	EXPECT_EQ(-EWOULDBLOCK, delete_module("nproxy"));
+	munmap(sems, np_page_size());
+	EXPECT_EQ(0, delete_module("nproxy"));
+	EXPECT_EQ(0, load_module(self->ko));
+}
+
+/* A running program holds the region; closing cancels it and unload works. */
+TEST_F(unload, unload_after_closing_running_program)
+{
+	struct nproxy_prog_step step = np_step(NPROXY_STEP_DELAY, 0, 0, 30000 * NP_MS);
+	int dev = open(NP_DEV_PATH, O_RDWR);
+	int rfd;
+
+	ASSERT_LE(0, dev);
+	rfd = np_create(dev, 1, 0);
+	ASSERT_LE(0, rfd);
+	ASSERT_EQ(0, np_submit(rfd, &step, 1, NULL));
+	close(dev);
+	EXPECT_EQ(-EWOULDBLOCK, delete_module("nproxy"));
+	close(rfd);
+	EXPECT_EQ(0, delete_module("nproxy"));
+	EXPECT_EQ(0, load_module(self->ko));
+}
+
+TEST_HARNESS_MAIN
