@@ -378,12 +378,15 @@ enum nproxy_status bp_barrier(struct bp *bp, int timeout_ms)
 	if (st)
 		return st;
 	/* A retry after a timeout waits for the barrier it already entered. */
-	if (bp->barrier_published == bp->barrier_seq) {
-		bp->barrier_seq++;
-		bp_barrier_publish(bp, bp->barrier_seq);
+	if (bp->barrier_retry) {
+		ba.seq = bp->barrier_retry;
+	} else {
+		ba.seq = ++bp->barrier_seq;
+		bp_barrier_publish(bp, ba.seq);
 	}
-	ba.seq = bp->barrier_seq;
-	return bp_wait(bp, barrier_step, &ba, deadline, "barrier");
+	st = bp_wait(bp, barrier_step, &ba, deadline, "barrier");
+	bp->barrier_retry = st == NPROXY_TIMEOUT ? ba.seq : 0;
+	return st;
 }
 
 uint64_t bp_barrier_next_seq(const struct bp *bp)

@@ -24,21 +24,25 @@ void bp_barrier_publish(struct bp *bp, uint64_t seq)
 
 enum bp_step bp_barrier_check(struct bp *bp, uint64_t seq, uint32_t *wait_for)
 {
+	enum bp_step step = BP_STEP_DONE;
 	uint32_t r;
 
+	/* Scan everyone: a rank that hung up without arriving is reported even
+	 * when an earlier rank is merely late. */
 	for (r = 0; r < bp->n; r++) {
 		struct bp_rank_ctl *rc = bp_rank_ctl(bp, r);
 
 		if (atomic_load(&rc->barrier_arrived) >= seq)
 			continue;
-		*wait_for = r;
 		if (atomic_load(&rc->left) && atomic_load(&rc->barrier_arrived) < seq) {
 			bp_fail(bp, NPROXY_PEER_LEFT,
 				"rank %u (pid %d) hung up before barrier #%llu",
 				r, (int)bp->pids[r], (unsigned long long)seq);
 			return BP_STEP_ERROR;
 		}
-		return BP_STEP_IDLE;
+		if (step == BP_STEP_DONE)
+			*wait_for = r;
+		step = BP_STEP_IDLE;
 	}
-	return BP_STEP_DONE;
+	return step;
 }

@@ -165,6 +165,7 @@ struct bp {
 	uint64_t op_seq;		/* ring collectives started */
 	uint64_t barrier_seq;		/* last barrier this rank entered */
 	uint64_t barrier_published;	/* last barrier seq written to the segment */
+	uint64_t barrier_retry;		/* seq of a bp_barrier() that timed out, or 0 */
 	uint64_t head;			/* local copy of my ring's head */
 	uint64_t min_consumed;		/* cached slowest reader of my ring */
 	uint64_t consumed[BP_MAX_RANKS];	/* local copy of my consumed[] per ring */

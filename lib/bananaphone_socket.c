@@ -267,6 +267,8 @@ static void accept_all(struct bp *bp)
 	}
 }
 
+static enum nproxy_status follower_lost(struct bp *bp, uint32_t i, bool said_bye);
+
 static void take_hello(struct bp *bp, uint32_t i, const struct bp_wire_hello *h, ssize_t n)
 {
 	struct bp_conn *c = &bp->conns[i];
@@ -301,12 +303,14 @@ static void take_hello(struct bp *bp, uint32_t i, const struct bp_wire_hello *h,
 					   "pid %d claims rank %u, already taken by pid %d",
 					   (int)c->pid, h->rank, (int)bp->conns[j].pid);
 	c->pidfd = bp_pidfd_open(c->pid);
-	if (c->pidfd < 0)
+	if (c->pidfd < 0 && errno != ESRCH)
 		return conn_refuse(bp, i, NPROXY_FAILURE, "pidfd_open(%d): %s", (int)c->pid,
 				   strerror(errno));
 	c->rank = h->rank;
 	c->joined = true;
 	bp->n_joined++;
+	/* ESRCH: it asked to join and died (and was reaped) before we got to
+	 * it; conn_input() reports it as this rank's death. */
 }
 
 /* Joined follower went away before the welcome: nobody can complete the job. */
@@ -317,7 +321,9 @@ static enum nproxy_status follower_lost(struct bp *bp, uint32_t i, bool said_bye
 	enum nproxy_status st;
 	char text[200];
 
-	if (!said_bye && poll(&pfd, 1, 0) == 1) {
+	/* The socket closes in do_exit() before the pidfd turns readable:
+	 * give a dying process a moment to finish dying. */
+	if (!said_bye && (c->pidfd < 0 || poll(&pfd, 1, 100) == 1)) {
 		st = NPROXY_PEER_DEAD;
 		snprintf(text, sizeof(text), "rank %u (pid %d) died before every rank joined",
 			 c->rank, (int)c->pid);
@@ -355,6 +361,8 @@ static enum nproxy_status conn_input(struct bp *bp, uint32_t i, short revents)
 	}
 	if (!c->joined) {
 		take_hello(bp, i, &buf.hello, n);
+		if (i < bp->n_conns && bp->conns[i].joined && bp->conns[i].pidfd < 0)
+			return follower_lost(bp, i, false);
 		return NPROXY_SUCCESS;
 	}
 	if (n == (ssize_t)sizeof(buf.hello) && buf.hello.magic == BP_MAGIC &&
@@ -469,7 +477,8 @@ static enum nproxy_status leader_lost(struct bp *bp)
 {
 	struct pollfd pfd = { .fd = bp->pidfds[0], .events = POLLIN };
 
-	if (poll(&pfd, 1, 0) == 1)
+	/* As in follower_lost(): the socket closes before the pidfd fires. */
+	if (poll(&pfd, 1, 100) == 1)
 		return bp_fail(bp, NPROXY_PEER_DEAD,
 			       "leader (rank 0, pid %d) died before every rank joined",
 			       (int)bp->pids[0]);

@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Bananaphone barrier: 1000 barriers in a row (nobody may leave barrier i
+ * before every rank entered it, checked through a shared page), the
+ * non-blocking arrive/test pair, and a timed-out barrier that is retried.
+ */
+#include "kselftest_harness.h"
+#include "bp_test.h"
+
+struct bar_arg {
+	char job[96];
+	int rounds;
+	volatile uint64_t *entered;	/* shared: barrier number each rank entered */
+};
+
+static int barrier_rank(uint32_t rank, uint32_t n, void *varg)
+{
+	struct bar_arg *arg = varg;
+	struct bp *bp;
+	uint32_t r;
+	int i;
+
+	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
+	for (i = 1; i <= arg->rounds; i++) {
+		enum nproxy_status st;
+
+		__atomic_store_n(&arg->entered[rank], (uint64_t)i, __ATOMIC_SEQ_CST);
+		st = bp_barrier(bp, BP_T_TIMEOUT_MS);
+		BP_T_CHECK(st == NPROXY_SUCCESS, "barrier %d: %s", i, bp_strerror(bp));
+		for (r = 0; r < n; r++)
+			BP_T_CHECK(__atomic_load_n(&arg->entered[r], __ATOMIC_SEQ_CST) >= (uint64_t)i,
+				   "left barrier %d before rank %u entered it", i, r);
+	}
+	bp_cleanup(bp);
+	return 0;
+}
+
+static int run_barriers(uint32_t n, int rounds)
+{
+	struct bar_arg arg = { .rounds = rounds };
+	int bad;
+
+	arg.entered = bp_t_shared(BP_MAX_RANKS * sizeof(uint64_t));
+	if (!arg.entered)
+		return -1;
+	bp_t_job(arg.job, sizeof(arg.job), "bar");
+	bad = bp_t_run(barrier_rank, n, &arg, 25000);
+	munmap((void *)arg.entered, BP_MAX_RANKS * sizeof(uint64_t));
+	return bad;
+}
+
+TEST(barrier_1000_2_ranks) { ASSERT_EQ(0, run_barriers(2, 1000)); }
+TEST(barrier_1000_4_ranks) { ASSERT_EQ(0, run_barriers(4, 1000)); }
+TEST(barrier_1000_8_ranks) { ASSERT_EQ(0, run_barriers(8, 1000)); }
+TEST(barrier_100_16_ranks) { ASSERT_EQ(0, run_barriers(16, 100)); }
+
+/* arrive/test: done only once everyone arrived; test never blocks. */
+static int nonblocking_rank(uint32_t rank, uint32_t n, void *varg)
+{
+	struct bar_arg *arg = varg;
+	struct bp *bp;
+	int i;
+
+	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
+	BP_T_CHECK(bp_barrier_next_seq(bp) == 1, "first seq");
+	BP_T_CHECK(bp_barrier_arrive(bp, 2) == NPROXY_INVALID, "seq 2 before 1 accepted");
+	for (i = 1; i <= arg->rounds; i++) {
+		uint64_t seq = bp_barrier_next_seq(bp);
+		uint64_t spins = 0;
+		int done = 0;
+		uint32_t r;
+
+		BP_T_CHECK(seq == (uint64_t)i, "seq %llu at round %d", (unsigned long long)seq, i);
+		/* Stagger the arrivals so the test sees "not yet" often. */
+		if ((uint32_t)i % n == rank)
+			bp_t_sleep_ms(3);
+		__atomic_store_n(&arg->entered[rank], seq, __ATOMIC_SEQ_CST);
+		BP_T_CHECK(bp_barrier_arrive(bp, seq) == NPROXY_SUCCESS, "arrive: %s",
+			   bp_strerror(bp));
+		while (!done) {
+			enum nproxy_status st = bp_barrier_test(bp, seq, &done);
+
+			BP_T_CHECK(st == NPROXY_SUCCESS, "test: %s", bp_strerror(bp));
+			if (!done) {
+				spins++;
+				usleep(100);
+			}
+			BP_T_CHECK(spins < 200000, "barrier %d never completed", i);
+		}
+		for (r = 0; r < n; r++)
+			BP_T_CHECK(__atomic_load_n(&arg->entered[r], __ATOMIC_SEQ_CST) >= seq,
+				   "done before rank %u arrived", r);
+		/* Mixing with the blocking barrier keeps one numbering. */
+		BP_T_CHECK(bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier: %s",
+			   bp_strerror(bp));
+		BP_T_CHECK(bp_barrier_next_seq(bp) == seq + 2, "seq after blocking barrier");
+		__atomic_store_n(&arg->entered[rank], seq + 1, __ATOMIC_SEQ_CST);
+		i++;
+	}
+	bp_cleanup(bp);
+	return 0;
+}
+
+TEST(barrier_nonblocking)
+{
+	struct bar_arg arg = { .rounds = 40 };
+
+	arg.entered = bp_t_shared(BP_MAX_RANKS * sizeof(uint64_t));
+	ASSERT_NE(NULL, arg.entered);
+	bp_t_job(arg.job, sizeof(arg.job), "nb");
+	ASSERT_EQ(0, bp_t_run(nonblocking_rank, 4, &arg, 25000));
+}
+
+/* Arrive/test before the join completed: the arrival is held back. */
+static int early_arrive_rank(uint32_t rank, uint32_t n, void *varg)
+{
+	struct bar_arg *arg = varg;
+	struct bp *bp;
+	int done = 0, tries = 0;
+
+	if (rank == 2)
+		bp_t_sleep_ms(150);	/* everyone else polls while rank 2 is missing */
+	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
+	BP_T_CHECK(bp_barrier_arrive(bp, 1) == NPROXY_SUCCESS, "arrive: %s", bp_strerror(bp));
+	while (!done && tries++ < 10000) {
+		BP_T_CHECK(bp_barrier_test(bp, 1, &done) == NPROXY_SUCCESS, "test: %s",
+			   bp_strerror(bp));
+		if (!done)
+			usleep(500);
+	}
+	BP_T_CHECK(done, "never done");
+	bp_cleanup(bp);
+	return 0;
+}
+
+TEST(barrier_arrive_before_join)
+{
+	struct bar_arg arg = { 0 };
+
+	bp_t_job(arg.job, sizeof(arg.job), "ea");
+	ASSERT_EQ(0, bp_t_run(early_arrive_rank, 3, &arg, 20000));
+}
+
+/* A barrier that times out can be retried: the retry waits for the same one. */
+static int retry_rank(uint32_t rank, uint32_t n, void *varg)
+{
+	struct bar_arg *arg = varg;
+	enum nproxy_status st;
+	struct bp *bp;
+
+	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
+	BP_T_CHECK(bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "first barrier");
+	if (rank == 1) {
+		bp_t_sleep_ms(400);
+	} else {
+		st = bp_barrier(bp, 100);
+		BP_T_CHECK(st == NPROXY_TIMEOUT, "expected a timeout, got %s", nproxy_status_str(st));
+		BP_T_CHECK(strstr(bp_strerror(bp), "rank 1"), "text does not name rank 1: %s",
+			   bp_strerror(bp));
+	}
+	BP_T_CHECK(bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "retry: %s",
+		   bp_strerror(bp));
+	BP_T_CHECK(bp_barrier_next_seq(bp) == 3, "seq %llu",
+		   (unsigned long long)bp_barrier_next_seq(bp));
+	BP_T_CHECK(bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "third: %s",
+		   bp_strerror(bp));
+	bp_cleanup(bp);
+	return 0;
+}
+
+TEST(barrier_timeout_retry)
+{
+	struct bar_arg arg = { 0 };
+
+	bp_t_job(arg.job, sizeof(arg.job), "rt");
+	ASSERT_EQ(0, bp_t_run(retry_rank, 3, &arg, 20000));
+}
+
+TEST_HARNESS_MAIN

@@ -1,0 +1,328 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Bananaphone liveness: a follower or the leader SIGKILLed in the middle
+ * of a stream of all-gathers (every survivor fails with NPROXY_PEER_DEAD
+ * naming the dead rank and pid, within the bound, leaving no process and
+ * no fd behind, and the socket name is released), deaths before the join
+ * completes, and orderly hangups seen as NPROXY_PEER_LEFT (not deaths).
+ */
+#include "kselftest_harness.h"
+#include "bp_test.h"
+
+/* Generous against a loaded 2-core box and sanitizers; the design bound
+ * is 2 * BP_WAIT_SLICE_MS, the measured value is printed. */
+#define DETECT_BOUND_MS 1000
+
+struct report {
+	int status;
+	int fds_before, fds_after;
+	uint64_t err_ms;	/* CLOCK_MONOTONIC ms when the error came back */
+	uint64_t rounds;
+	char text[256];
+};
+
+struct live_arg {
+	char job[96];
+	uint32_t victim;
+	size_t blob;		/* bytes per all-gather part */
+	volatile uint64_t kill_ms;
+	struct report rep[BP_MAX_RANKS];
+};
+
+/* Loop all-gathers until something fails; report what and when. */
+static int stream_rank(uint32_t rank, uint32_t n, void *varg)
+{
+	struct live_arg *arg = varg;
+	struct report *rep = &arg->rep[rank];
+	size_t lens[BP_MAX_RANKS], offs[BP_MAX_RANKS];
+	enum nproxy_status st;
+	uint8_t *blob = malloc(arg->blob);
+	struct bp *bp;
+
+	BP_T_CHECK(blob, "malloc");
+	bp_t_fill(blob, arg->blob, rank);
+	rep->fds_before = bp_t_count_fds();
+	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
+	for (;;) {
+		void *all = NULL;
+
+		st = bp_allgather(bp, blob, arg->blob, &all, lens, offs, 20000);
+		free(all);
+		if (st)
+			break;
+		__atomic_store_n(&rep->rounds, rep->rounds + 1, __ATOMIC_RELEASE);
+	}
+	rep->err_ms = bp_t_now_ms();
+	rep->status = st;
+	snprintf(rep->text, sizeof(rep->text), "%s", bp_strerror(bp));
+	/* A dead peer is sticky: the next call says the same. */
+	BP_T_CHECK(bp_barrier(bp, 1000) == st, "second call differs");
+	bp_cleanup(bp);
+	free(blob);
+	rep->fds_after = bp_t_count_fds();
+	return 0;
+}
+
+static int name_in_proc_net_unix(const char *job)
+{
+	char line[512];
+	FILE *f = fopen("/proc/net/unix", "r");
+	int found = 0;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		found |= strstr(line, job) != NULL;
+	fclose(f);
+	return found;
+}
+
+static void run_kill(struct __test_metadata *_metadata, uint32_t n, uint32_t victim, size_t blob)
+{
+	struct live_arg *arg = bp_t_shared(sizeof(*arg));
+	struct bp_run run = { 0 };
+	uint64_t worst = 0;
+	char want[64];
+	uint32_t r;
+
+	ASSERT_NE(NULL, arg);
+	arg->victim = victim;
+	arg->blob = blob;
+	bp_t_job(arg->job, sizeof(arg->job), "kill");
+	for (r = 0; r < n; r++)
+		run.pids[r] = bp_t_spawn(stream_rank, r, n, arg);
+	/* Kill once the all-gathers are flowing. */
+	for (r = 0; r < 2000 && __atomic_load_n(&arg->rep[victim].rounds, __ATOMIC_ACQUIRE) < 5; r++)
+		bp_t_sleep_ms(2);
+	ASSERT_GE(arg->rep[victim].rounds, 5);
+	arg->kill_ms = bp_t_now_ms();
+	kill(run.pids[victim], SIGKILL);
+	bp_t_reap(&run, (int)n, 15000);
+	EXPECT_EQ(0, run.stragglers);
+	snprintf(want, sizeof(want), "rank %u (pid %d)", victim, (int)run.pids[victim]);
+	for (r = 0; r < n; r++) {
+		struct report *rep = &arg->rep[r];
+
+		if (r == victim) {
+			EXPECT_EQ(128 + SIGKILL, run.status[r]);
+			continue;
+		}
+		EXPECT_EQ(0, run.status[r]);
+		EXPECT_EQ(NPROXY_PEER_DEAD, rep->status);
+		EXPECT_NE(NULL, strstr(rep->text, want)) {
+			TH_LOG("rank %u: '%s' does not name '%s'", r, rep->text, want);
+		}
+		EXPECT_EQ(rep->fds_before, rep->fds_after);
+		if (rep->err_ms > arg->kill_ms && rep->err_ms - arg->kill_ms > worst)
+			worst = rep->err_ms - arg->kill_ms;
+	}
+	TH_LOG("%u ranks, rank %u killed: survivors failed within %llu ms", n, victim,
+	       (unsigned long long)worst);
+	EXPECT_LE(worst, DETECT_BOUND_MS);
+	/* Nothing left: the leader's socket name is gone with it or its cleanup. */
+	EXPECT_EQ(0, name_in_proc_net_unix(arg->job));
+	munmap(arg, sizeof(*arg));
+}
+
+TEST(follower_killed_mid_allgather_4) { run_kill(_metadata, 4, 2, 20000); }
+TEST(follower_killed_mid_allgather_8) { run_kill(_metadata, 8, 5, 3000); }
+TEST(follower_killed_mid_allgather_16) { run_kill(_metadata, 16, 15, 100); }
+TEST(leader_killed_mid_allgather) { run_kill(_metadata, 4, 0, 20000); }
+
+/* Deaths during the join. */
+struct early_arg {
+	char job[96];
+	struct report rep[BP_MAX_RANKS];
+};
+
+static int early_rank(uint32_t rank, uint32_t n, void *varg)
+{
+	struct early_arg *arg = varg;
+	struct report *rep = &arg->rep[rank];
+	struct bp *bp;
+
+	rep->fds_before = bp_t_count_fds();
+	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
+	if (rank == 0)
+		bp_t_sleep_ms(300);	/* followers are connected, nobody is welcomed yet */
+	rep->status = bp_barrier(bp, 10000);
+	rep->err_ms = bp_t_now_ms();
+	snprintf(rep->text, sizeof(rep->text), "%s", bp_strerror(bp));
+	bp_cleanup(bp);
+	rep->fds_after = bp_t_count_fds();
+	return 0;
+}
+
+/* n - 1 ranks run; rank `victim` connects and is killed before the welcome. */
+static void run_early_kill(struct __test_metadata *_metadata, uint32_t victim)
+{
+	struct early_arg *arg = bp_t_shared(sizeof(*arg));
+	struct bp_run run = { 0 };
+	uint32_t n = 4, r;
+	char want[64];
+
+	ASSERT_NE(NULL, arg);
+	bp_t_job(arg->job, sizeof(arg->job), "ek");
+	for (r = 0; r < n - 1; r++)
+		run.pids[r] = bp_t_spawn(early_rank, r, n, arg);
+	bp_t_sleep_ms(100);
+	kill(run.pids[victim], SIGKILL);
+	bp_t_reap(&run, (int)n - 1, 15000);
+	EXPECT_EQ(0, run.stragglers);
+	snprintf(want, sizeof(want), "rank %u (pid %d)", victim, (int)run.pids[victim]);
+	if (victim == 0)
+		snprintf(want, sizeof(want), "(rank 0, pid %d)", (int)run.pids[0]);
+	for (r = 0; r < n - 1; r++) {
+		if (r == victim)
+			continue;
+		EXPECT_EQ(NPROXY_PEER_DEAD, arg->rep[r].status);
+		EXPECT_NE(NULL, strstr(arg->rep[r].text, want)) {
+			TH_LOG("rank %u: '%s' does not name '%s'", r, arg->rep[r].text, want);
+		}
+		EXPECT_EQ(arg->rep[r].fds_before, arg->rep[r].fds_after);
+	}
+	munmap(arg, sizeof(*arg));
+}
+
+TEST(leader_killed_before_welcome) { run_early_kill(_metadata, 0); }
+TEST(follower_killed_before_welcome) { run_early_kill(_metadata, 1); }
+
+/* Orderly departures. */
+struct hang_arg {
+	char job[96];
+	bool use_barrier;
+	struct report rep[BP_MAX_RANKS];
+};
+
+static int hangup_rank(uint32_t rank, uint32_t n, void *varg)
+{
+	struct hang_arg *arg = varg;
+	size_t lens[BP_MAX_RANKS], offs[BP_MAX_RANKS];
+	void *all = NULL;
+	struct bp *bp;
+
+	arg->rep[rank].fds_before = bp_t_count_fds();
+	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
+	BP_T_CHECK(bp_allgather(bp, "a", 1, &all, lens, offs, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS,
+		   "allgather: %s", bp_strerror(bp));
+	free(all);
+	if (rank == n - 1) {
+		bp_hangup(bp);
+		bp_cleanup(bp);
+		return 0;	/* and exit: must still read as "left", not "dead" */
+	}
+	bp_t_sleep_ms(200);
+	arg->rep[rank].status = arg->use_barrier ?
+		bp_barrier(bp, BP_T_TIMEOUT_MS) :
+		bp_allgather(bp, "b", 1, &all, lens, offs, BP_T_TIMEOUT_MS);
+	snprintf(arg->rep[rank].text, sizeof(arg->rep[rank].text), "%s", bp_strerror(bp));
+	bp_cleanup(bp);
+	arg->rep[rank].fds_after = bp_t_count_fds();
+	return 0;
+}
+
+static void run_hangup(struct __test_metadata *_metadata, bool use_barrier)
+{
+	struct hang_arg *arg = bp_t_shared(sizeof(*arg));
+	uint32_t n = 4, r;
+
+	ASSERT_NE(NULL, arg);
+	arg->use_barrier = use_barrier;
+	bp_t_job(arg->job, sizeof(arg->job), "hu");
+	ASSERT_EQ(0, bp_t_run(hangup_rank, n, arg, 15000));
+	for (r = 0; r < n - 1; r++) {
+		EXPECT_EQ(NPROXY_PEER_LEFT, arg->rep[r].status) {
+			TH_LOG("rank %u: %s", r, arg->rep[r].text);
+		}
+		EXPECT_NE(NULL, strstr(arg->rep[r].text, "rank 3 (pid")) {
+			TH_LOG("rank %u: %s", r, arg->rep[r].text);
+		}
+		EXPECT_EQ(arg->rep[r].fds_before, arg->rep[r].fds_after);
+	}
+	munmap(arg, sizeof(*arg));
+}
+
+TEST(hangup_seen_as_peer_left_allgather) { run_hangup(_metadata, false); }
+TEST(hangup_seen_as_peer_left_barrier) { run_hangup(_metadata, true); }
+
+/* Data published before a hangup is still delivered. */
+static int bcast_then_leave(uint32_t rank, uint32_t n, void *varg)
+{
+	struct hang_arg *arg = varg;
+	char msg[] = "last words of the leader";
+	size_t len = 0;
+	void *out = NULL;
+	struct bp *bp;
+
+	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
+	BP_T_CHECK(bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier");
+	if (rank == 1)
+		bp_t_sleep_ms(300);	/* the leader is gone by now */
+	BP_T_CHECK(bp_bcast(bp, msg, sizeof(msg), &out, &len, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS,
+		   "bcast: %s", bp_strerror(bp));
+	BP_T_CHECK(len == sizeof(msg) && !memcmp(out, msg, len), "wrong bcast data");
+	free(out);
+	bp_cleanup(bp);
+	return 0;
+}
+
+TEST(data_before_hangup_delivered)
+{
+	struct hang_arg *arg = bp_t_shared(sizeof(*arg));
+
+	ASSERT_NE(NULL, arg);
+	bp_t_job(arg->job, sizeof(arg->job), "dh");
+	ASSERT_EQ(0, bp_t_run(bcast_then_leave, 3, arg, 15000));
+	munmap(arg, sizeof(*arg));
+}
+
+/* The non-blocking barrier reports a death too. */
+static int nb_dead_rank(uint32_t rank, uint32_t n, void *varg)
+{
+	struct hang_arg *arg = varg;
+	enum nproxy_status st = NPROXY_SUCCESS;
+	uint64_t end;
+	struct bp *bp;
+	int done = 0;
+
+	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
+	BP_T_CHECK(bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier");
+	if (rank == 1) {
+		bp_t_sleep_ms(100);
+		kill(getpid(), SIGKILL);
+	}
+	BP_T_CHECK(bp_barrier_arrive(bp, 2) == NPROXY_SUCCESS, "arrive");
+	end = bp_t_now_ms() + 5000;
+	while (!st && !done && bp_t_now_ms() < end) {
+		st = bp_barrier_test(bp, 2, &done);
+		usleep(200);
+	}
+	arg->rep[rank].status = st;
+	snprintf(arg->rep[rank].text, sizeof(arg->rep[rank].text), "%s", bp_strerror(bp));
+	bp_cleanup(bp);
+	return 0;
+}
+
+TEST(barrier_test_reports_death)
+{
+	struct hang_arg *arg = bp_t_shared(sizeof(*arg));
+	struct bp_run run = { 0 };
+	uint32_t r;
+
+	ASSERT_NE(NULL, arg);
+	bp_t_job(arg->job, sizeof(arg->job), "nd");
+	for (r = 0; r < 3; r++)
+		run.pids[r] = bp_t_spawn(nb_dead_rank, r, 3, arg);
+	bp_t_reap(&run, 3, 15000);
+	EXPECT_EQ(128 + SIGKILL, run.status[1]);
+	for (r = 0; r < 3; r += 2) {
+		EXPECT_EQ(0, run.status[r]);
+		EXPECT_EQ(NPROXY_PEER_DEAD, arg->rep[r].status) {
+			TH_LOG("rank %u: %s", r, arg->rep[r].text);
+		}
+		EXPECT_NE(NULL, strstr(arg->rep[r].text, "rank 1 (pid"));
+	}
+	munmap(arg, sizeof(*arg));
+}
+
+TEST_HARNESS_MAIN
