@@ -12,9 +12,14 @@
  *   memfd  the same three pages in a sealed memfd; a userspace emulator
  *          thread ("nproxy-dev") runs the same device-program semantics.
  *
- * NPROXY_HANDSHAKE=kmod|memfd forces one; the default (auto) picks kmod when
- * /dev/nproxy exists.  All shared-page access goes through the inline
- * helpers below: one acquire load, one release store, one atomic add.
+ * Choice: opts->backend when not AUTO, else NPROXY_HANDSHAKE=kmod|memfd|auto,
+ * else auto: kmod when /dev/nproxy exists (memfd, with a warning, when it
+ * exists but cannot be used), memfd otherwise.  A forced backend that cannot
+ * be had fails with NPROXY_UNSUPPORTED (or NPROXY_PERM) and a message saying
+ * why.  See Documentation/handshake.md.
+ *
+ * All shared-page access goes through the inline helpers below: one acquire
+ * load, one release store, one atomic add.
  */
 #ifndef NPROXY_HANDSHAKE_H
 #define NPROXY_HANDSHAKE_H
@@ -68,6 +73,10 @@ enum nproxy_hs_backend {
 	NPROXY_HS_MEMFD	= 2,
 };
 
+/*
+ * sz must be at least this version's sizeof; a newer, longer caller works as
+ * long as the bytes past the fields this library knows are zero.
+ */
 struct nproxy_hs_opts {
 	size_t sz;			/* sizeof(struct nproxy_hs_opts): extensible */
 	enum nproxy_hs_backend backend;
@@ -81,6 +90,11 @@ struct nproxy_hs;
 
 NPROXY_API enum nproxy_status nproxy_hs_open(const struct nproxy_hs_opts *opts,
 					     struct nproxy_hs **out);
+/*
+ * Unmaps the pages and closes the fd; a running program is cancelled and the
+ * emulator thread (memfd) joined.  NULL is a no-op.  No other call on hs may
+ * run concurrently with close.
+ */
 NPROXY_API void nproxy_hs_close(struct nproxy_hs *hs);
 
 /* Parse "kmod" / "memfd" / "auto"; NPROXY_INVALID otherwise. */
@@ -95,21 +109,47 @@ NPROXY_API uint32_t nproxy_hs_n_sems(const struct nproxy_hs *hs);
 NPROXY_API volatile uint32_t *nproxy_hs_trigger(struct nproxy_hs *hs, uint32_t stream);
 NPROXY_API volatile uint64_t *nproxy_hs_sem(struct nproxy_hs *hs, uint32_t sem);
 NPROXY_API const volatile struct nproxy_region_info *nproxy_hs_info(const struct nproxy_hs *hs);
+/*
+ * The fd behind the pages: the region fd (kmod) or the sealed memfd (memfd).
+ * Owned by the region: do not close it.  Useful to poll() (kmod) or to check
+ * the seals (memfd).
+ */
+NPROXY_API int nproxy_hs_fd(const struct nproxy_hs *hs);
 
 /* ---- the (emulated) device side ---- */
 
 /*
  * Submit a device program (struct nproxy_prog_step[], <linux/nproxy.h>).
+ * Both backends validate it the same way before it runs: n_steps in
+ * 1..NPROXY_MAX_PROG_STEPS, known op, flags 0, index in range for the op,
+ * WRITE_TRIGGER value fits 32 bits, timeout_ns <= NPROXY_MAX_WAIT_NS, and
+ * every field the op does not use is 0 -- else NPROXY_INVALID (logged with
+ * the step index) and nothing runs.
  * One program at a time per region: NPROXY_BUSY while one runs or a finished
  * one is not collected.  *seq (optional) receives the program's id.
  */
 NPROXY_API enum nproxy_status nproxy_hs_submit(struct nproxy_hs *hs,
 					       const struct nproxy_prog_step *steps,
 					       uint32_t n_steps, uint64_t *seq);
+/*
+ * Ask the running program to stop at its current step; it finishes as
+ * NPROXY_PROG_CANCELLED (collect it with nproxy_hs_wait).  NPROXY_INVALID
+ * when no program is running (it may just have finished).
+ */
 NPROXY_API enum nproxy_status nproxy_hs_cancel(struct nproxy_hs *hs);
 /*
- * Wait up to timeout_ms for the running program to finish, then collect
- * its result (state NONE again).  NPROXY_TIMEOUT when it is still running.
+ * Wait up to timeout_ms (>= 0; 0 = just check) for the submitted program to
+ * finish, then collect its result into *result (optional) and reset the
+ * region's prog_state to NONE, so the next program may be submitted.
+ * Returns, once collected:
+ *   NPROXY_SUCCESS    the program ran every step (state DONE);
+ *   NPROXY_HW_ERROR   a WAIT_SEM step timed out (state TIMEDOUT, error
+ *                     -ETIMEDOUT, failed_step = its index) or a step failed
+ *                     at run time (state ERROR);
+ *   NPROXY_CANCELLED  cancelled by nproxy_hs_cancel (state CANCELLED).
+ * Without collecting:
+ *   NPROXY_TIMEOUT    the program is still running after timeout_ms;
+ *   NPROXY_INVALID    nothing was submitted since the last collect.
  */
 NPROXY_API enum nproxy_status nproxy_hs_wait(struct nproxy_hs *hs, int timeout_ms,
 					     struct nproxy_prog_result *result);

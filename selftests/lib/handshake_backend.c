@@ -1,0 +1,220 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Backend choice and argument checks: explicit choice, NPROXY_HANDSHAKE,
+ * automatic choice, and the messages a user sees when a choice fails.
+ */
+#include <sys/resource.h>
+#include "kselftest_harness.h"
+#include "handshake_test.h"
+
+#define DEV_PATH "/dev/nproxy"
+
+static bool have_device(void)
+{
+	return access(DEV_PATH, F_OK) == 0;
+}
+
+TEST(forced_kmod_without_module_fails_clearly)
+{
+	struct nproxy_hs_opts o = hs_test_opts(NPROXY_HS_AUTO, 1, 1);
+	struct nproxy_hs *hs = (struct nproxy_hs *)&o;	/* must be overwritten */
+
+	if (have_device())
+		SKIP(return, DEV_PATH " exists: the kmod backend is available here");
+	ASSERT_EQ(0, setenv("NPROXY_HANDSHAKE", "kmod", 1));
+	hs_test_log_capture();
+	EXPECT_ST(NPROXY_UNSUPPORTED, nproxy_hs_open(&o, &hs));
+	EXPECT_EQ(NULL, hs);
+	EXPECT_TRUE(hs_test_log_has(
+		"NPROXY_HANDSHAKE=kmod: /dev/nproxy: No such file or directory (is nproxy.ko loaded?)"));
+	TH_LOG("message: %s", hs_test_log.text);
+}
+
+TEST(explicit_kmod_without_module_fails_clearly)
+{
+	struct nproxy_hs_opts o = hs_test_opts(NPROXY_HS_KMOD, 1, 1);
+	struct nproxy_hs *hs = NULL;
+
+	if (have_device())
+		SKIP(return, DEV_PATH " exists: the kmod backend is available here");
+	hs_test_log_capture();
+	EXPECT_ST(NPROXY_UNSUPPORTED, nproxy_hs_open(&o, &hs));
+	EXPECT_EQ(NULL, hs);
+	EXPECT_TRUE(hs_test_log_has("opts->backend=kmod: /dev/nproxy: No such file or directory"));
+}
+
+TEST(forced_kmod_with_module_uses_it)
+{
+	struct nproxy_hs_opts o = hs_test_opts(NPROXY_HS_AUTO, 1, 1);
+	struct nproxy_hs *hs = NULL;
+
+	if (!have_device())
+		SKIP(return, "no " DEV_PATH ": nproxy.ko is not loaded (the VM run covers this)");
+	ASSERT_EQ(0, setenv("NPROXY_HANDSHAKE", "kmod", 1));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_open(&o, &hs));
+	EXPECT_EQ((int)NPROXY_HS_KMOD, (int)nproxy_hs_backend_of(hs));
+	nproxy_hs_close(hs);
+}
+
+TEST(env_memfd_forces_memfd)
+{
+	struct nproxy_hs_opts o = hs_test_opts(NPROXY_HS_AUTO, 1, 1);
+	struct nproxy_hs *hs = NULL;
+
+	ASSERT_EQ(0, setenv("NPROXY_HANDSHAKE", "memfd", 1));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_open(&o, &hs));
+	EXPECT_EQ((int)NPROXY_HS_MEMFD, (int)nproxy_hs_backend_of(hs));
+	nproxy_hs_close(hs);
+}
+
+TEST(auto_follows_device_presence)
+{
+	struct nproxy_hs_opts o = hs_test_opts(NPROXY_HS_AUTO, 1, 1);
+	struct nproxy_hs *hs = NULL;
+
+	ASSERT_EQ(0, unsetenv("NPROXY_HANDSHAKE"));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_open(&o, &hs));
+	EXPECT_EQ((int)(have_device() ? NPROXY_HS_KMOD : NPROXY_HS_MEMFD), (int)nproxy_hs_backend_of(hs));
+	nproxy_hs_close(hs);
+}
+
+TEST(env_auto_is_automatic)
+{
+	struct nproxy_hs_opts o = hs_test_opts(NPROXY_HS_AUTO, 1, 1);
+	struct nproxy_hs *hs = NULL;
+
+	ASSERT_EQ(0, setenv("NPROXY_HANDSHAKE", "auto", 1));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_open(&o, &hs));
+	EXPECT_EQ((int)(have_device() ? NPROXY_HS_KMOD : NPROXY_HS_MEMFD), (int)nproxy_hs_backend_of(hs));
+	nproxy_hs_close(hs);
+}
+
+TEST(bad_env_value_rejected)
+{
+	struct nproxy_hs_opts o = hs_test_opts(NPROXY_HS_AUTO, 1, 1);
+	struct nproxy_hs *hs = NULL;
+
+	ASSERT_EQ(0, setenv("NPROXY_HANDSHAKE", "kmodd", 1));
+	hs_test_log_capture();
+	EXPECT_ST(NPROXY_INVALID, nproxy_hs_open(&o, &hs));
+	EXPECT_EQ(NULL, hs);
+	EXPECT_TRUE(hs_test_log_has("NPROXY_HANDSHAKE=kmodd: expected kmod, memfd or auto"));
+}
+
+/* An explicit choice in the code wins over the environment. */
+TEST(explicit_backend_overrides_env)
+{
+	struct nproxy_hs_opts o = hs_test_opts(NPROXY_HS_MEMFD, 1, 1);
+	struct nproxy_hs *hs = NULL;
+
+	ASSERT_EQ(0, setenv("NPROXY_HANDSHAKE", "kmod", 1));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_open(&o, &hs));
+	EXPECT_EQ((int)NPROXY_HS_MEMFD, (int)nproxy_hs_backend_of(hs));
+	nproxy_hs_close(hs);
+}
+
+TEST(backend_names_round_trip)
+{
+	enum nproxy_hs_backend b = NPROXY_HS_KMOD;
+	const enum nproxy_hs_backend all[] = { NPROXY_HS_AUTO, NPROXY_HS_KMOD, NPROXY_HS_MEMFD };
+	unsigned int i;
+
+	for (i = 0; i < 3; i++) {
+		ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_backend_parse(nproxy_hs_backend_name(all[i]), &b));
+		EXPECT_EQ((int)all[i], (int)b);
+	}
+	EXPECT_ST(NPROXY_INVALID, nproxy_hs_backend_parse("KMOD", &b));
+	EXPECT_ST(NPROXY_INVALID, nproxy_hs_backend_parse("", &b));
+	EXPECT_ST(NPROXY_INVALID, nproxy_hs_backend_parse(NULL, &b));
+}
+
+TEST(bad_open_arguments_rejected)
+{
+	struct nproxy_hs_opts o;
+	struct nproxy_hs *hs;
+	struct {
+		struct nproxy_hs_opts opts;
+		uint64_t future_field;
+	} longer = { .opts = hs_test_opts(NPROXY_HS_AUTO, 1, 1) };
+
+	hs_test_log_capture();
+	o = hs_test_opts(NPROXY_HS_AUTO, 1, 1);
+	EXPECT_ST(NPROXY_INVALID, nproxy_hs_open(&o, NULL));
+	hs = (struct nproxy_hs *)&o;
+	EXPECT_ST(NPROXY_INVALID, nproxy_hs_open(NULL, &hs));
+	EXPECT_EQ(NULL, hs);
+
+	o.sz = sizeof(o) - 1;
+	EXPECT_ST(NPROXY_INVALID, nproxy_hs_open(&o, &hs));
+	EXPECT_TRUE(hs_test_log_has("opts->sz"));
+	o = hs_test_opts(NPROXY_HS_AUTO, 0, 1);
+	EXPECT_ST(NPROXY_INVALID, nproxy_hs_open(&o, &hs));
+	EXPECT_TRUE(hs_test_log_has("n_streams 0 not in 1..4"));
+	o = hs_test_opts(NPROXY_HS_AUTO, NPROXY_MAX_STREAMS + 1, 1);
+	EXPECT_ST(NPROXY_INVALID, nproxy_hs_open(&o, &hs));
+	o = hs_test_opts(NPROXY_HS_AUTO, 1, NPROXY_MAX_SEMS + 1);
+	EXPECT_ST(NPROXY_INVALID, nproxy_hs_open(&o, &hs));
+	EXPECT_TRUE(hs_test_log_has("n_sems 257 not in 0..256"));
+	o = hs_test_opts((enum nproxy_hs_backend)7, 1, 1);
+	EXPECT_ST(NPROXY_INVALID, nproxy_hs_open(&o, &hs));
+	EXPECT_EQ(NULL, hs);
+
+	/* A newer caller's longer struct: fine while the tail is zero. */
+	longer.opts.sz = sizeof(longer);
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_open(&longer.opts, &hs));
+	nproxy_hs_close(hs);
+	longer.future_field = 1;
+	hs = NULL;
+	EXPECT_ST(NPROXY_INVALID, nproxy_hs_open(&longer.opts, &hs));
+	EXPECT_EQ(NULL, hs);
+}
+
+/* Zero semaphores is a valid region (a task with no completion edge). */
+TEST(zero_sems_region_opens)
+{
+	struct nproxy_hs *hs = hs_test_open(NPROXY_HS_AUTO, 1, 0);
+
+	ASSERT_NE(NULL, hs);
+	EXPECT_EQ(NULL, nproxy_hs_sem(hs, 0));
+	nproxy_hs_close(hs);
+}
+
+TEST(null_region_calls_rejected)
+{
+	struct nproxy_prog_step step = hs_step(NPROXY_STEP_SIGNAL_EVENT, 0, 0, 0);
+	struct nproxy_prog_result res;
+
+	hs_test_log_capture();
+	EXPECT_ST(NPROXY_INVALID_HANDLE, nproxy_hs_submit(NULL, &step, 1, NULL));
+	EXPECT_ST(NPROXY_INVALID_HANDLE, nproxy_hs_cancel(NULL));
+	EXPECT_ST(NPROXY_INVALID_HANDLE, nproxy_hs_wait(NULL, 0, &res));
+	EXPECT_EQ(NULL, nproxy_hs_trigger(NULL, 0));
+	EXPECT_EQ(NULL, nproxy_hs_sem(NULL, 0));
+	EXPECT_EQ(NULL, nproxy_hs_info(NULL));
+	EXPECT_EQ(-1, nproxy_hs_fd(NULL));
+	nproxy_hs_close(NULL);
+}
+
+/* Out of fds: a clear resource error, whichever backend auto tries. */
+TEST(open_without_free_fd_fails_with_resource)
+{
+	struct nproxy_hs_opts o = hs_test_opts(NPROXY_HS_AUTO, 1, 1);
+	struct nproxy_hs *hs = NULL;
+	struct rlimit rl;
+	int fd;
+
+	/* Lowest free fd is where the next open lands: allow none from there. */
+	fd = dup(0);
+	ASSERT_GE(fd, 0);
+	close(fd);
+	ASSERT_EQ(0, getrlimit(RLIMIT_NOFILE, &rl));
+	rl.rlim_cur = (rlim_t)fd;
+	ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &rl));
+	hs_test_log_capture();
+	EXPECT_ST(NPROXY_RESOURCE, nproxy_hs_open(&o, &hs));
+	EXPECT_EQ(NULL, hs);
+	EXPECT_TRUE(hs_test_log_has("Too many open files"));
+	TH_LOG("message: %s", hs_test_log.text);
+}
+
+TEST_HARNESS_MAIN

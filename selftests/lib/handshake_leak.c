@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Nothing leaks: open/close cycles on the automatic backend leave the
+ * process with the fds, threads and mappings it had before.
+ */
+#include "kselftest_harness.h"
+#include "handshake_test.h"
+
+#define CYCLES 64
+
+/* Shared mappings only: the sanitizers' allocators map private memory freely. */
+static int count_shared_maps(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	int n = 0;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		char perms[8];
+
+		if (sscanf(line, "%*x-%*x %7s", perms) == 1 && perms[3] == 's')
+			n++;
+	}
+	fclose(f);
+	return n;
+}
+
+/*
+ * One cycle first: what the first open sets up for good (the sanitizers'
+ * helper threads, malloc arenas) is not a leak.
+ */
+static void warm_up(void)
+{
+	struct nproxy_hs *hs = hs_test_open(NPROXY_HS_AUTO, 1, 1);
+
+	nproxy_hs_close(hs);
+}
+
+TEST(open_close_cycles_leak_no_fd)
+{
+	int before, i;
+
+	warm_up();
+	before = hs_test_count_fds();
+	ASSERT_GT(before, 0);
+	for (i = 0; i < CYCLES; i++) {
+		struct nproxy_hs *hs = hs_test_open(NPROXY_HS_AUTO, 4, 16);
+
+		ASSERT_NE(NULL, hs);
+		/* The region really holds an fd while open: the count can move. */
+		if (i == 0)
+			EXPECT_EQ(before + 1, hs_test_count_fds());
+		nproxy_hs_close(hs);
+	}
+	EXPECT_EQ(before, hs_test_settle(hs_test_count_fds, before, 1000));
+}
+
+TEST(open_close_cycles_leak_no_thread)
+{
+	int before, i;
+
+	warm_up();
+	before = hs_test_count_threads();
+	ASSERT_GT(before, 0);
+	for (i = 0; i < CYCLES; i++) {
+		struct nproxy_hs *hs = hs_test_open(NPROXY_HS_AUTO, 1, 1);
+
+		ASSERT_NE(NULL, hs);
+		nproxy_hs_close(hs);
+	}
+	EXPECT_EQ(before, hs_test_settle(hs_test_count_threads, before, 1000));
+}
+
+TEST(open_close_cycles_leak_no_mapping)
+{
+	struct nproxy_hs *hs;
+	int before, i;
+
+	warm_up();
+	before = count_shared_maps();
+	for (i = 0; i < CYCLES; i++) {
+		hs = hs_test_open(NPROXY_HS_AUTO, 2, 2);
+		ASSERT_NE(NULL, hs);
+		/* Three pages mapped while open (memfd: four, the device's view too). */
+		if (i == 0)
+			EXPECT_LE(before + 3, count_shared_maps());
+		nproxy_hs_close(hs);
+	}
+	EXPECT_EQ(before, count_shared_maps());
+}
+
+/* Closing with a program mid-wait must cancel it and release everything. */
+TEST(close_with_running_program_leaks_nothing)
+{
+	struct nproxy_prog_step prog[] = {
+		hs_step(NPROXY_STEP_WRITE_TRIGGER, 0, 1, 0),
+		hs_step(NPROXY_STEP_WAIT_SEM, 0, 1, 0),
+	};
+	int fds, threads, i;
+
+	warm_up();
+	fds = hs_test_count_fds();
+	threads = hs_test_count_threads();
+	for (i = 0; i < CYCLES / 4; i++) {
+		struct nproxy_hs *hs = hs_test_open(NPROXY_HS_AUTO, 1, 1);
+	
+		ASSERT_NE(NULL, hs);
+		ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(hs, prog, 2, NULL));
+		ASSERT_NE(NPROXY_TRIGGER_SENTINEL, hs_test_await_trigger(nproxy_hs_trigger(hs, 0), HS_TEST_WAIT_MS));
+		nproxy_hs_close(hs);
+	}
+	EXPECT_EQ(fds, hs_test_settle(hs_test_count_fds, fds, 1000));
+	EXPECT_EQ(threads, hs_test_settle(hs_test_count_threads, threads, 1000));
+}
+
+/* A failed open (forced kmod without the module) releases what it took. */
+TEST(failed_open_leaks_nothing)
+{
+	struct nproxy_hs_opts o = hs_test_opts(NPROXY_HS_KMOD, 1, 1);
+	int fds, i;
+
+	if (access("/dev/nproxy", F_OK) == 0)
+		SKIP(return, "/dev/nproxy exists: forced kmod does not fail here");
+	nproxy_log_set_level(NPROXY_LOG_ERROR);
+	hs_test_log_capture();
+	fds = hs_test_count_fds();
+	for (i = 0; i < CYCLES; i++) {
+		struct nproxy_hs *hs = NULL;
+
+		ASSERT_ST(NPROXY_UNSUPPORTED, nproxy_hs_open(&o, &hs));
+		ASSERT_EQ(NULL, hs);
+	}
+	EXPECT_EQ(fds, hs_test_count_fds());
+}
+
+TEST_HARNESS_MAIN

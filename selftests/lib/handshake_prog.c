@@ -1,0 +1,332 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Device programs on the automatic backend: the emulated device (memfd on
+ * the host, nproxy.ko in the VM) must behave as <linux/nproxy.h> documents.
+ */
+#include "kselftest_harness.h"
+#include "handshake_test.h"
+
+FIXTURE(region) {
+	struct nproxy_hs *hs;
+};
+
+FIXTURE_SETUP(region)
+{
+	self->hs = hs_test_open(NPROXY_HS_AUTO, NPROXY_MAX_STREAMS, 8);
+	ASSERT_NE(NULL, self->hs);
+}
+
+FIXTURE_TEARDOWN(region)
+{
+	nproxy_hs_close(self->hs);
+}
+
+/*
+ * The device bumps a semaphore, then writes the trigger: a host that sees
+ * the trigger with one acquire load must also see the semaphore.
+ */
+TEST_F(region, write_trigger_seen_by_acquire_load)
+{
+	struct nproxy_prog_step prog[] = {
+		hs_step(NPROXY_STEP_DELAY, 0, 0, MS_NS(5)),
+		hs_step(NPROXY_STEP_INC_SEM, 2, 5, 0),
+		hs_step(NPROXY_STEP_WRITE_TRIGGER, 1, 7, 0),
+	};
+	struct nproxy_prog_result res;
+
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(self->hs, prog, 3, NULL));
+	ASSERT_EQ(7U, hs_test_await_trigger(nproxy_hs_trigger(self->hs, 1), HS_TEST_WAIT_MS));
+	EXPECT_EQ(5ULL, nproxy_sem_load(nproxy_hs_sem(self->hs, 2)));
+	/* Only the written stream moved. */
+	EXPECT_EQ(NPROXY_TRIGGER_SENTINEL, nproxy_trigger_load(nproxy_hs_trigger(self->hs, 0)));
+	EXPECT_EQ(NPROXY_TRIGGER_SENTINEL, nproxy_trigger_load(nproxy_hs_trigger(self->hs, 2)));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_wait(self->hs, HS_TEST_WAIT_MS, &res));
+	EXPECT_EQ((uint32_t)NPROXY_PROG_DONE, res.state);
+	EXPECT_EQ(3U, res.steps_done);
+	EXPECT_EQ(0, res.error);
+	EXPECT_EQ(1ULL, nproxy_hs_info(self->hs)->triggers_written);
+	EXPECT_NE(0ULL, nproxy_hs_info(self->hs)->last_trigger_ns);
+}
+
+struct adder_arg {
+	volatile uint64_t *sem;
+	unsigned int times;
+};
+
+static void *sem_adder(void *p)
+{
+	struct adder_arg *a = p;
+	unsigned int i;
+
+	for (i = 0; i < a->times; i++) {
+		hs_test_sleep_ms(2);
+		nproxy_sem_add(a->sem, 1);
+	}
+	return NULL;
+}
+
+/* The completion back-edge: host atomic adds from another thread release a WAIT_SEM. */
+TEST_F(region, wait_sem_released_by_sem_add_from_another_thread)
+{
+	struct nproxy_prog_step prog[] = {
+		hs_step(NPROXY_STEP_WAIT_SEM, 3, 3, MS_NS(HS_TEST_WAIT_MS)),
+		hs_step(NPROXY_STEP_WRITE_TRIGGER, 0, 1, 0),
+	};
+	struct adder_arg arg = { .sem = nproxy_hs_sem(self->hs, 3), .times = 2 };
+	struct nproxy_prog_result res;
+	pthread_t th;
+
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(self->hs, prog, 2, NULL));
+	/* Two of three increments: the device must still be waiting. */
+	ASSERT_EQ(0, pthread_create(&th, NULL, sem_adder, &arg));
+	pthread_join(th, NULL);
+	hs_test_sleep_ms(20);
+	EXPECT_EQ((uint32_t)NPROXY_PROG_RUNNING, hs_test_prog_state(self->hs));
+	EXPECT_EQ(NPROXY_TRIGGER_SENTINEL, nproxy_trigger_load(nproxy_hs_trigger(self->hs, 0)));
+
+	arg.times = 1;
+	ASSERT_EQ(0, pthread_create(&th, NULL, sem_adder, &arg));
+	pthread_join(th, NULL);
+	ASSERT_EQ(1U, hs_test_await_trigger(nproxy_hs_trigger(self->hs, 0), HS_TEST_WAIT_MS));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_wait(self->hs, HS_TEST_WAIT_MS, &res));
+	EXPECT_EQ((uint32_t)NPROXY_PROG_DONE, res.state);
+	EXPECT_EQ(2U, res.steps_done);
+}
+
+TEST_F(region, wait_sem_already_reached_does_not_wait)
+{
+	struct nproxy_prog_step prog[] = {
+		hs_step(NPROXY_STEP_WAIT_SEM, 0, 4, MS_NS(HS_TEST_WAIT_MS)),
+	};
+	struct nproxy_prog_result res;
+
+	nproxy_sem_add(nproxy_hs_sem(self->hs, 0), 9);
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(self->hs, prog, 1, NULL));
+	/* Far below the step's timeout: it must not have waited for it. */
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_wait(self->hs, HS_TEST_WAIT_MS / 2, &res));
+	EXPECT_EQ((uint32_t)NPROXY_PROG_DONE, res.state);
+}
+
+/* A semaphore that never arrives is a TIMEDOUT program, never a success. */
+TEST_F(region, wait_sem_timeout_reports_timedout_with_failed_step)
+{
+	struct nproxy_prog_step prog[] = {
+		hs_step(NPROXY_STEP_WRITE_TRIGGER, 0, 1, 0),
+		hs_step(NPROXY_STEP_WAIT_SEM, 4, 1, MS_NS(30)),
+		hs_step(NPROXY_STEP_WRITE_TRIGGER, 1, 1, 0),
+	};
+	struct nproxy_prog_result res;
+
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(self->hs, prog, 3, NULL));
+	ASSERT_ST(NPROXY_HW_ERROR, nproxy_hs_wait(self->hs, HS_TEST_WAIT_MS, &res));
+	EXPECT_EQ((uint32_t)NPROXY_PROG_TIMEDOUT, res.state);
+	EXPECT_EQ(-ETIMEDOUT, res.error);
+	EXPECT_EQ(1U, res.failed_step);
+	EXPECT_EQ(1U, res.steps_done);
+	EXPECT_GE(res.elapsed_ns, MS_NS(30));
+	/* The step after the failed one never ran. */
+	EXPECT_EQ(1U, nproxy_trigger_load(nproxy_hs_trigger(self->hs, 0)));
+	EXPECT_EQ(NPROXY_TRIGGER_SENTINEL, nproxy_trigger_load(nproxy_hs_trigger(self->hs, 1)));
+	EXPECT_EQ((uint32_t)NPROXY_PROG_NONE, hs_test_prog_state(self->hs));
+}
+
+TEST_F(region, second_submit_while_running_is_busy)
+{
+	struct nproxy_prog_step slow[] = { hs_step(NPROXY_STEP_DELAY, 0, 0, MS_NS(20000)) };
+	struct nproxy_prog_step quick[] = { hs_step(NPROXY_STEP_SIGNAL_EVENT, 0, 0, 0) };
+	struct nproxy_prog_result res;
+	uint64_t seq = 0;
+
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(self->hs, slow, 1, &seq));
+	EXPECT_ST(NPROXY_BUSY, nproxy_hs_submit(self->hs, quick, 1, NULL));
+	/* The refused program did not replace the running one. */
+	EXPECT_EQ(seq, nproxy_hs_info(self->hs)->prog_seq);
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_cancel(self->hs));
+	EXPECT_ST(NPROXY_CANCELLED, nproxy_hs_wait(self->hs, HS_TEST_WAIT_MS, &res));
+	EXPECT_EQ(seq, res.seq);
+	EXPECT_EQ(0ULL, nproxy_hs_info(self->hs)->events_signalled);
+}
+
+TEST_F(region, submit_before_collect_is_busy)
+{
+	struct nproxy_prog_step quick[] = { hs_step(NPROXY_STEP_SIGNAL_EVENT, 0, 0, 0) };
+	struct nproxy_prog_result res;
+
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(self->hs, quick, 1, NULL));
+	ASSERT_TRUE(hs_test_wait_state(self->hs, NPROXY_PROG_DONE, HS_TEST_WAIT_MS));
+	EXPECT_ST(NPROXY_BUSY, nproxy_hs_submit(self->hs, quick, 1, NULL));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_wait(self->hs, HS_TEST_WAIT_MS, &res));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_hs_submit(self->hs, quick, 1, NULL));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_hs_wait(self->hs, HS_TEST_WAIT_MS, &res));
+}
+
+TEST_F(region, cancel_stops_running_program)
+{
+	struct nproxy_prog_step prog[] = {
+		hs_step(NPROXY_STEP_WRITE_TRIGGER, 0, 1, 0),
+		hs_step(NPROXY_STEP_DELAY, 0, 0, MS_NS(20000)),
+		hs_step(NPROXY_STEP_WRITE_TRIGGER, 1, 1, 0),
+	};
+	struct nproxy_prog_result res;
+
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(self->hs, prog, 3, NULL));
+	/* Make sure it is inside the delay. */
+	ASSERT_NE(NPROXY_TRIGGER_SENTINEL, hs_test_await_trigger(nproxy_hs_trigger(self->hs, 0), HS_TEST_WAIT_MS));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_cancel(self->hs));
+	/* Cancel is synchronous: the result is there without waiting. */
+	ASSERT_ST(NPROXY_CANCELLED, nproxy_hs_wait(self->hs, 0, &res));
+	EXPECT_EQ((uint32_t)NPROXY_PROG_CANCELLED, res.state);
+	EXPECT_EQ(-ECANCELED, res.error);
+	EXPECT_EQ(1U, res.steps_done);
+	EXPECT_EQ(1U, res.failed_step);
+	EXPECT_LT(res.elapsed_ns, MS_NS(20000));
+	EXPECT_EQ(NPROXY_TRIGGER_SENTINEL, nproxy_trigger_load(nproxy_hs_trigger(self->hs, 1)));
+}
+
+TEST_F(region, cancel_interrupts_wait_sem)
+{
+	struct nproxy_prog_step prog[] = { hs_step(NPROXY_STEP_WAIT_SEM, 0, 1, 0) };
+	struct nproxy_prog_result res;
+
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(self->hs, prog, 1, NULL));
+	hs_test_sleep_ms(5);
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_cancel(self->hs));
+	ASSERT_ST(NPROXY_CANCELLED, nproxy_hs_wait(self->hs, HS_TEST_WAIT_MS, &res));
+	EXPECT_EQ(0U, res.failed_step);
+	EXPECT_EQ(0U, res.steps_done);
+}
+
+TEST_F(region, cancel_without_program_is_invalid)
+{
+	EXPECT_ST(NPROXY_INVALID, nproxy_hs_cancel(self->hs));
+}
+
+TEST_F(region, wait_without_program_is_invalid)
+{
+	struct nproxy_prog_result res;
+
+	EXPECT_ST(NPROXY_INVALID, nproxy_hs_wait(self->hs, 0, &res));
+}
+
+TEST_F(region, wait_times_out_while_program_runs)
+{
+	struct nproxy_prog_step prog[] = { hs_step(NPROXY_STEP_DELAY, 0, 0, MS_NS(20000)) };
+	struct nproxy_prog_result res;
+
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(self->hs, prog, 1, NULL));
+	EXPECT_ST(NPROXY_TIMEOUT, nproxy_hs_wait(self->hs, 20, &res));
+	/* Not collected by the timed-out wait: still running, still cancellable. */
+	EXPECT_EQ((uint32_t)NPROXY_PROG_RUNNING, hs_test_prog_state(self->hs));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_cancel(self->hs));
+	EXPECT_ST(NPROXY_CANCELLED, nproxy_hs_wait(self->hs, HS_TEST_WAIT_MS, &res));
+}
+
+TEST_F(region, wait_rejects_negative_timeout)
+{
+	struct nproxy_prog_result res;
+
+	EXPECT_ST(NPROXY_INVALID, nproxy_hs_wait(self->hs, -1, &res));
+}
+
+TEST_F(region, inc_sem_adds_value)
+{
+	struct nproxy_prog_step prog[] = {
+		hs_step(NPROXY_STEP_INC_SEM, 7, 40, 0),
+		hs_step(NPROXY_STEP_INC_SEM, 7, 2, 0),
+	};
+	struct nproxy_prog_result res;
+
+	nproxy_sem_add(nproxy_hs_sem(self->hs, 7), 100);
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(self->hs, prog, 2, NULL));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_wait(self->hs, HS_TEST_WAIT_MS, &res));
+	EXPECT_EQ(142ULL, nproxy_sem_load(nproxy_hs_sem(self->hs, 7)));
+	EXPECT_EQ(0ULL, nproxy_sem_load(nproxy_hs_sem(self->hs, 6)));
+}
+
+TEST_F(region, signal_event_counts)
+{
+	struct nproxy_prog_step prog[] = {
+		hs_step(NPROXY_STEP_SIGNAL_EVENT, 0, 11, 0),
+		hs_step(NPROXY_STEP_SIGNAL_EVENT, 0, 12, 0),
+	};
+	struct nproxy_prog_result res;
+
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(self->hs, prog, 2, NULL));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_wait(self->hs, HS_TEST_WAIT_MS, &res));
+	EXPECT_EQ(2ULL, nproxy_hs_info(self->hs)->events_signalled);
+}
+
+TEST_F(region, delay_lasts_at_least_its_duration)
+{
+	struct nproxy_prog_step prog[] = { hs_step(NPROXY_STEP_DELAY, 0, 0, MS_NS(30)) };
+	struct nproxy_prog_result res;
+	uint64_t t0 = hs_test_now_ns();
+
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(self->hs, prog, 1, NULL));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_wait(self->hs, HS_TEST_WAIT_MS, &res));
+	EXPECT_GE(hs_test_now_ns() - t0, MS_NS(30));
+	EXPECT_GE(res.elapsed_ns, MS_NS(30));
+}
+
+TEST_F(region, program_ids_count_up)
+{
+	struct nproxy_prog_step prog[] = { hs_step(NPROXY_STEP_SIGNAL_EVENT, 0, 0, 0) };
+	struct nproxy_prog_result res;
+	uint64_t seq1 = 0, seq2 = 0;
+
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(self->hs, prog, 1, &seq1));
+	EXPECT_EQ(seq1, nproxy_hs_info(self->hs)->prog_seq);
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_wait(self->hs, HS_TEST_WAIT_MS, &res));
+	EXPECT_EQ(seq1, res.seq);
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(self->hs, prog, 1, &seq2));
+	EXPECT_EQ(seq1 + 1, seq2);
+	EXPECT_EQ(seq2, nproxy_hs_info(self->hs)->prog_seq);
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_wait(self->hs, HS_TEST_WAIT_MS, &res));
+	EXPECT_EQ(seq2, res.seq);
+}
+
+TEST_F(region, collect_resets_state_to_none)
+{
+	struct nproxy_prog_step prog[] = { hs_step(NPROXY_STEP_SIGNAL_EVENT, 0, 0, 0) };
+	struct nproxy_prog_result res;
+
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(self->hs, prog, 1, NULL));
+	ASSERT_TRUE(hs_test_wait_state(self->hs, NPROXY_PROG_DONE, HS_TEST_WAIT_MS));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_wait(self->hs, HS_TEST_WAIT_MS, &res));
+	EXPECT_EQ((uint32_t)NPROXY_PROG_NONE, hs_test_prog_state(self->hs));
+	/* Collected once: a second wait has nothing to collect. */
+	EXPECT_ST(NPROXY_INVALID, nproxy_hs_wait(self->hs, 0, &res));
+}
+
+/* The submitted array is the caller's: the device must have its own copy. */
+TEST_F(region, submit_copies_the_program)
+{
+	struct nproxy_prog_step prog[] = {
+		hs_step(NPROXY_STEP_DELAY, 0, 0, MS_NS(20)),
+		hs_step(NPROXY_STEP_WRITE_TRIGGER, 2, 5, 0),
+	};
+	struct nproxy_prog_result res;
+
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(self->hs, prog, 2, NULL));
+	memset(prog, 0xa5, sizeof(prog));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_wait(self->hs, HS_TEST_WAIT_MS, &res));
+	EXPECT_EQ(5U, nproxy_trigger_load(nproxy_hs_trigger(self->hs, 2)));
+}
+
+/* Close must not wait for a 60 s semaphore wait: it cancels and joins. */
+TEST(close_cancels_running_program)
+{
+	struct nproxy_prog_step prog[] = { hs_step(NPROXY_STEP_WAIT_SEM, 0, 1, 0) };
+	struct nproxy_hs *hs = hs_test_open(NPROXY_HS_AUTO, 1, 1);
+	uint64_t t0;
+
+	ASSERT_NE(NULL, hs);
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(hs, prog, 1, NULL));
+	hs_test_sleep_ms(5);
+	t0 = hs_test_now_ns();
+	nproxy_hs_close(hs);
+	/* Generous bound; the harness timeout (30 s) also catches a hang. */
+	EXPECT_LT(hs_test_now_ns() - t0, MS_NS(HS_TEST_WAIT_MS));
+}
+
+TEST_HARNESS_MAIN
