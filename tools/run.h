@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * nproxy-run internals.  The job is split by concept:
+ *   run_opts.c    command line (getopt_long), sizes and sweeps
+ *   run_env.c     launcher environment (Open MPI, PMIx, Slurm, NPROXY_*)
+ *   run_coll.c    the data path: rendezvous, handshake regions, comms,
+ *                 per-op FIFOs, device programs, verification
+ *   run_report.c  progress bar, results table, JSON
+ *   nproxy-run.c  main: self-fork supervisor or one launched rank
+ */
+#ifndef NPROXY_TOOLS_RUN_H
+#define NPROXY_TOOLS_RUN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define RUN_MAX_SIZES	64
+#define RUN_MAX_RANKS	64	/* the bananaphone bus limit (BP_MAX_RANKS) */
+
+/* Exit statuses (nproxy-run(1)). */
+enum run_exit {
+	RUN_EXIT_OK	  = 0,
+	RUN_EXIT_VERIFY	  = 1,	/* a rank received wrong data */
+	RUN_EXIT_USAGE	  = 2,	/* bad command line or environment */
+	RUN_EXIT_TIMEOUT  = 3,	/* --timeout expired or an op timed out */
+	RUN_EXIT_DEAD	  = 4,	/* a rank died (signal/exit) or a peer went away */
+	RUN_EXIT_FAILURE  = 5,	/* setup or library error */
+};
+
+enum run_collective {
+	RUN_ALLGATHER = 0,
+	RUN_ALLREDUCE = 1,
+	RUN_SENDRECV  = 2,
+};
+
+struct run_opts {
+	uint32_t procs;			/* self-fork: processes (0: launcher mode) */
+	uint32_t ranks_per_proc;
+	enum run_collective coll;
+	uint64_t sizes[RUN_MAX_SIZES];
+	uint32_t n_sizes;
+	uint32_t iters;
+	uint32_t warmup;
+	const char *provider;		/* NULL: engine default */
+	int handshake;			/* enum nproxy_hs_backend */
+	uint32_t ranks_per_proxy;	/* 0: library default (environment / 1) */
+	bool one_thread_per_core;
+	uint32_t device_delay_us;
+	double timeout_s;
+	bool json;
+	bool quiet;
+	bool procs_given;
+};
+
+/* This process's place in the job. */
+struct run_place {
+	bool launched;		/* started by a launcher (one process per rank) */
+	const char *launcher;	/* "openmpi", "pmix", "slurm", "nproxy", "self" */
+	uint32_t proc_rank;	/* process index in the job */
+	uint32_t n_procs;
+	uint32_t local_proc;	/* process index on this host */
+	uint32_t local_procs;	/* processes on this host (0: unknown -> 1) */
+	const char *root;	/* NPROXY_ROOT_COMM_ID or NULL */
+	char job_id[64];	/* bananaphone job id (same on every local process) */
+};
+
+/* What one process measured (shared with the supervisor in self-fork mode). */
+struct run_size_result {
+	uint64_t bytes;		/* the collective's size as run (rounded to the ring) */
+	uint32_t iters;		/* timed iterations completed */
+	uint32_t verify_errors;	/* iterations with a mismatch (over local ranks) */
+};
+
+/* Per-process shared record (lat_us follows: n_sizes * iters doubles). */
+struct run_proc_record {
+	volatile int state;		/* 0 running, 1 done ok, 2 failed */
+	volatile int exit_code;
+	volatile uint32_t progress;	/* iterations done (warmup + timed, all sizes) */
+	uint32_t proxy_threads;		/* worker threads in this process */
+	char provider[32];
+	char handshake[16];
+	char error[512];		/* first error, naming the rank */
+	struct run_size_result sizes[RUN_MAX_SIZES];
+	double lat_us[];		/* [size][iter]: max over local ranks */
+};
+
+size_t run_record_size(const struct run_opts *o);
+
+/* run_opts.c */
+int run_parse_opts(int argc, char **argv, struct run_opts *o);
+int run_parse_size(const char *s, uint64_t *out);
+int run_parse_sizes(const char *s, struct run_opts *o);
+const char *run_coll_name(enum run_collective c);
+void run_usage(FILE *f);
+
+/* run_env.c: fills place from the environment; 0, or RUN_EXIT_USAGE with a message. */
+int run_detect_launcher(struct run_place *place);
+
+/*
+ * run_coll.c: run every size on this process's ranks
+ * (global ranks proc_rank*R .. proc_rank*R+R-1 of procs*R).
+ * Fills rec; returns a run_exit code (rec->error says what, naming the rank).
+ */
+int run_job(const struct run_opts *o, const struct run_place *place,
+	    struct run_proc_record *rec);
+
+/* run_report.c */
+struct run_progress {
+	bool enabled;		/* on a tty and not --quiet/--json */
+	bool drawn;
+	double start;
+	uint64_t total;
+};
+double run_now(void);
+void run_progress_init(struct run_progress *p, const struct run_opts *o, bool tty);
+void run_progress_update(struct run_progress *p, uint64_t done, const char *what);
+void run_progress_finish(struct run_progress *p);
+/* recs: n_procs records; prints the table or JSON to stdout. */
+void run_report(const struct run_opts *o, const struct run_place *place,
+		struct run_proc_record **recs, uint32_t n_recs, int exit_code,
+		const char *error, double elapsed_s);
+double run_busbw_factor(enum run_collective c, uint32_t world);
+
+#endif
