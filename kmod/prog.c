@@ -36,6 +36,7 @@ void nproxy_prog_sem_doorbell(struct nproxy_region *r)
 
 static bool nproxy_sem_reached(const u64 *sem, u64 value)
 {
+	/* Pairs with the host's release add: its writes before it are visible. */
 	return sem && smp_load_acquire(sem) >= value;
 }
 
@@ -266,6 +267,7 @@ long nproxy_prog_submit(struct nproxy_region *r, struct nproxy_prog_submit *req)
 	r->prog_state = NPROXY_PROG_RUNNING;
 	WRITE_ONCE(r->cancel, false);
 	WRITE_ONCE(r->info->prog_seq, prog->seq);
+	/* prog_seq first: a reader that sees RUNNING sees the new seq. */
 	smp_store_release(&r->info->prog_state, NPROXY_PROG_RUNNING);
 	req->seq = prog->seq;
 	spin_unlock(&r->lock);
@@ -318,6 +320,7 @@ long nproxy_prog_collect(struct nproxy_region *r, struct nproxy_prog_result *res
 		*res = r->result;
 		r->prog_state = NPROXY_PROG_NONE;
 		r->event_pending = false;
+		/* Pairs with userspace acquire loads of the info page. */
 		smp_store_release(&r->info->prog_state, NPROXY_PROG_NONE);
 		break;
 	}

@@ -23,6 +23,7 @@
 
 /* Live regions by id; ids are cyclic so a stale id is rarely reused. */
 static DEFINE_IDR(nproxy_regions);
+/* Protects nproxy_regions; held across netlink dumps of the regions. */
 DEFINE_MUTEX(nproxy_regions_lock);
 
 static const struct file_operations nproxy_region_fops;
@@ -68,6 +69,7 @@ void nproxy_region_add_trigger(struct nproxy_region *r, u32 stream, u32 value)
 	WRITE_ONCE(r->info->last_trigger_ns, ktime_get_ns());
 	WRITE_ONCE(r->info->triggers_written, r->info->triggers_written + 1);
 	spin_unlock(&r->lock);
+	/* The gate: a host that acquire-loads the word sees all of the above. */
 	smp_store_release(&r->triggers[stream], value);
 	atomic64_inc(&nproxy_stats.triggers_written);
 	nproxy_nl_event(r, &ev);
@@ -302,6 +304,7 @@ static long nproxy_ioc_sem_get(struct file *file, void *karg)
 
 	if (err)
 		return err;
+	/* Pairs with release adds from the host's mapping. */
 	op->value = smp_load_acquire(&r->sems[op->sem]);
 	return 0;
 }
@@ -314,6 +317,7 @@ static long nproxy_ioc_sem_set(struct file *file, void *karg)
 
 	if (err)
 		return err;
+	/* Pairs with the device's (and the host's) acquire loads. */
 	smp_store_release(&r->sems[op->sem], op->value);
 	nproxy_prog_sem_doorbell(r);
 	return 0;
@@ -346,6 +350,7 @@ static long nproxy_ioc_get_state(struct file *file, void *karg)
 	st->rank = r->rank;
 	st->gid = r->gid;
 	for (i = 0; i < r->n_streams; i++)
+		/* Same one-load read of the gate the host does. */
 		st->triggers[i] = smp_load_acquire(&r->triggers[i]);
 	spin_lock(&r->lock);
 	st->prog_state = r->prog_state;
@@ -371,17 +376,16 @@ static long nproxy_ioc_collect(struct file *file, void *karg)
 	return nproxy_prog_collect(file_region(file), karg);
 }
 
-#define NPROXY_IOCTL(_cmd, _fn) [_IOC_NR(_cmd)] = { _cmd, _fn }
-
 static const struct nproxy_ioctl_desc nproxy_region_ioctls[] = {
-	NPROXY_IOCTL(NPROXY_IOC_WRITE_TRIGGER, nproxy_ioc_write_trigger),
-	NPROXY_IOCTL(NPROXY_IOC_SEM_GET, nproxy_ioc_sem_get),
-	NPROXY_IOCTL(NPROXY_IOC_SEM_SET, nproxy_ioc_sem_set),
-	NPROXY_IOCTL(NPROXY_IOC_SEM_INC, nproxy_ioc_sem_inc),
-	NPROXY_IOCTL(NPROXY_IOC_GET_STATE, nproxy_ioc_get_state),
-	NPROXY_IOCTL(NPROXY_IOC_SUBMIT_PROG, nproxy_ioc_submit),
-	NPROXY_IOCTL(NPROXY_IOC_CANCEL_PROG, nproxy_ioc_cancel),
-	NPROXY_IOCTL(NPROXY_IOC_COLLECT_PROG, nproxy_ioc_collect),
+	[_IOC_NR(NPROXY_IOC_WRITE_TRIGGER)] = {
+		NPROXY_IOC_WRITE_TRIGGER, nproxy_ioc_write_trigger },
+	[_IOC_NR(NPROXY_IOC_SEM_GET)] = { NPROXY_IOC_SEM_GET, nproxy_ioc_sem_get },
+	[_IOC_NR(NPROXY_IOC_SEM_SET)] = { NPROXY_IOC_SEM_SET, nproxy_ioc_sem_set },
+	[_IOC_NR(NPROXY_IOC_SEM_INC)] = { NPROXY_IOC_SEM_INC, nproxy_ioc_sem_inc },
+	[_IOC_NR(NPROXY_IOC_GET_STATE)] = { NPROXY_IOC_GET_STATE, nproxy_ioc_get_state },
+	[_IOC_NR(NPROXY_IOC_SUBMIT_PROG)] = { NPROXY_IOC_SUBMIT_PROG, nproxy_ioc_submit },
+	[_IOC_NR(NPROXY_IOC_CANCEL_PROG)] = { NPROXY_IOC_CANCEL_PROG, nproxy_ioc_cancel },
+	[_IOC_NR(NPROXY_IOC_COLLECT_PROG)] = { NPROXY_IOC_COLLECT_PROG, nproxy_ioc_collect },
 };
 
 static long nproxy_region_ioctl(struct file *file, unsigned int cmd,

@@ -13,13 +13,19 @@ struct nproxy_stats nproxy_stats;
 /* Everything but regions_live, which counts objects that still exist. */
 void nproxy_stats_reset(void)
 {
-	atomic64_set(&nproxy_stats.regions_created, 0);
-	atomic64_set(&nproxy_stats.progs_run, 0);
-	atomic64_set(&nproxy_stats.triggers_written, 0);
-	atomic64_set(&nproxy_stats.timeouts, 0);
-	atomic64_set(&nproxy_stats.cancels, 0);
+	struct nproxy_stats *s = &nproxy_stats;
+
+	atomic64_set(&s->regions_created, 0);
+	atomic64_set(&s->progs_run, 0);
+	atomic64_set(&s->triggers_written, 0);
+	atomic64_set(&s->timeouts, 0);
+	atomic64_set(&s->cancels, 0);
 }
 
+/*
+ * One read-only attribute per counter.  checkpatch's MACRO_ARG_REUSE does
+ * not apply: _name is only pasted into identifiers, never evaluated.
+ */
 #define NPROXY_STAT_ATTR(_name)						\
 static ssize_t _name##_show(struct device *dev,				\
 			    struct device_attribute *attr, char *buf)	\

@@ -118,7 +118,7 @@ enum nproxy_step_op {
 	NPROXY_STEP_WAIT_SEM	  = 2,	/* wait sem[index] >= value, at most timeout_ns */
 	NPROXY_STEP_DELAY	  = 3,	/* sleep timeout_ns */
 	NPROXY_STEP_INC_SEM	  = 4,	/* sem[index] += value (atomic) */
-	NPROXY_STEP_SIGNAL_EVENT  = 5,	/* events_signalled++, wake pollers (EPOLLPRI), event value */
+	NPROXY_STEP_SIGNAL_EVENT  = 5,	/* events_signalled++, EPOLLPRI, event(value) */
 };
 
 /* One step: 24 bytes. Fields a step does not use must be zero. */
@@ -239,6 +239,7 @@ enum nproxy_genl_cmd {
 	NPROXY_CMD_EVENT,	/* multicast on "events" only */
 	__NPROXY_CMD_MAX,
 };
+
 #define NPROXY_CMD_MAX (__NPROXY_CMD_MAX - 1)
 
 enum nproxy_event_type {
@@ -278,6 +279,7 @@ enum nproxy_attr {
 	NPROXY_A_PAD,
 	__NPROXY_A_MAX,
 };
+
 #define NPROXY_A_MAX (__NPROXY_A_MAX - 1)
 
 #endif /* _UAPI_LINUX_NPROXY_H */
