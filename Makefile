@@ -132,7 +132,7 @@ clean:
 # from Debian's linux-source tarball, extracted once into the build tree.
 LINUX_SOURCE_TAR ?= $(firstword $(wildcard /usr/src/linux-source-6.1.tar.xz /usr/src/linux-source-*.tar.xz))
 CHECKPATCH := $(TOP)/build/checkpatch/checkpatch.pl
-LINT_FILES = $(wildcard kmod/*.c kmod/*.h) include/uapi/linux/nproxy.h
+LINT_FILES = $(filter-out %.mod.c,$(wildcard kmod/*.c kmod/*.h)) include/uapi/linux/nproxy.h
 
 $(CHECKPATCH):
 	@test -n "$(LINUX_SOURCE_TAR)" || { echo "lint: no /usr/src/linux-source-*.tar.xz (run scripts/deps.sh)" >&2; exit 1; }
@@ -141,7 +141,10 @@ $(CHECKPATCH):
 		'*/scripts/checkpatch.pl' '*/scripts/spelling.txt' '*/scripts/const_structs.checkpatch'
 	@touch $@
 
-lint: checkpatch sparse
+# Both checkers always run; either one failing fails lint.
+lint:
+	+@rc=0; $(SUBMAKE) checkpatch || rc=1; $(SUBMAKE) sparse || rc=1; \
+		if [ $$rc = 0 ]; then echo "lint: clean"; else echo "lint: FAILED (see above)" >&2; fi; exit $$rc
 
 checkpatch: $(CHECKPATCH)
 	$(CHECKPATCH) --no-tree --strict --terse --show-types --ignore SPDX_LICENSE_TAG -f $(LINT_FILES)
@@ -150,7 +153,8 @@ sparse:
 	@test -n "$(KDIR)" || { echo "lint: no kernel headers (run scripts/deps.sh)" >&2; exit 1; }
 	@command -v sparse >/dev/null || { echo "lint: sparse not installed (run scripts/deps.sh)" >&2; exit 1; }
 	@# C=2 checks every file, rebuilt or not; sparse warnings fail the target.
-	@$(MAKE) --no-print-directory -C $(KDIR) M=$(TOP)/kmod C=2 W=1 modules 2>&1 | tee $(TOP)/build/sparse.log; \
+	@mkdir -p $(TOP)/build
+	+@$(MAKE) --no-print-directory -C $(KDIR) M=$(TOP)/kmod C=2 W=1 modules 2>&1 | tee $(TOP)/build/sparse.log; \
 		test $${PIPESTATUS[0]} -eq 0 || exit 1; \
 		if grep -E '(warning|error):' $(TOP)/build/sparse.log | grep -v 'Skipping BTF'; then \
 			echo "lint: sparse/W=1 reported the warnings above" >&2; exit 1; fi
