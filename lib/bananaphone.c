@@ -243,7 +243,8 @@ static enum nproxy_status bp_enter(struct bp *bp, int timeout_ms, uint64_t *dead
 	}
 	if (bp->state == BP_S_BROKEN)
 		return bp->sticky;
-	return NPROXY_SUCCESS;
+	/* Rate-limited: also runs for calls that never have to wait. */
+	return bp_check_live(bp, false);
 }
 
 enum nproxy_status bp_allgather(struct bp *bp, const void *data, size_t len, void **out_bufs,

@@ -159,6 +159,9 @@ enum nproxy_status bp_dial(struct bp *bp, int timeout_ms)
 
 		if (send(fd, &hello, sizeof(hello), MSG_NOSIGNAL) == (ssize_t)sizeof(hello))
 			return NPROXY_SUCCESS;
+		/* Refused and closed already: the first collective reads why. */
+		if (errno == EPIPE || errno == ECONNRESET)
+			return NPROXY_SUCCESS;
 		if (errno != EAGAIN && errno != EINTR)
 			return bp_error(bp, NPROXY_FAILURE, "sending the join request: %s",
 					strerror(errno));
@@ -205,6 +208,21 @@ static void send_reply(int fd, enum bp_wire_type type, enum nproxy_status st, co
 	(void)sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
+/*
+ * Read and discard what a refused client sent: closing a unix socket with
+ * unread data makes the peer's next recv() fail with ECONNRESET ahead of
+ * our queued reply.  Bounded: a flooding client cannot keep us here.
+ */
+static void drain(int fd)
+{
+	char buf[256];
+	int i;
+
+	for (i = 0; i < 16; i++)
+		if (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) <= 0)
+			return;
+}
+
 static void conn_drop(struct bp *bp, uint32_t i)
 {
 	struct bp_conn *c = &bp->conns[i];
@@ -231,6 +249,7 @@ static void conn_refuse(struct bp *bp, uint32_t i, enum nproxy_status st, const 
 	va_end(ap);
 	nproxy_log(NPROXY_LOG_WARN, "bananaphone job '%s' leader: refused a join request: %s (%s)",
 		   bp->job_id, text, nproxy_status_str(st));
+	drain(bp->conns[i].fd);
 	send_reply(bp->conns[i].fd, BP_WIRE_REFUSE, st, text, NULL, 0);
 	conn_drop(bp, i);
 }
@@ -549,6 +568,11 @@ static enum nproxy_status follower_join_step(struct bp *bp, uint64_t deadline_ns
 	msg.msg_controllen = sizeof(cbuf.buf);
 	memset(&reply, 0, sizeof(reply));
 	n = recvmsg(bp->sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	/* ECONNRESET is reported ahead of a reply still queued: look again. */
+	if (n < 0 && errno == ECONNRESET) {
+		msg.msg_controllen = sizeof(cbuf.buf);
+		n = recvmsg(bp->sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	}
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return NPROXY_SUCCESS;
 	for (cm = CMSG_FIRSTHDR(&msg); n >= 0 && cm; cm = CMSG_NXTHDR(&msg, cm)) {
@@ -637,6 +661,7 @@ void bp_refuse_late(struct bp *bp)
 			return;
 		snprintf(text, sizeof(text), "job '%s' is complete: all %u ranks joined",
 			 bp->job_id, bp->n);
+		drain(fd);
 		send_reply(fd, BP_WIRE_REFUSE, NPROXY_BUSY, text, NULL, 0);
 		close(fd);
 	}
