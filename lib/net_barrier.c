@@ -114,8 +114,10 @@ static enum nproxy_status post_round(struct nproxy_net *net, uint32_t k)
 		bar->payload[k] = bar->seq;
 		rc = fi_tsend(net->ep, &bar->payload[k], sizeof(uint64_t), desc, net->peers[to],
 			      bar_tag(net, bar->seq, net->rank, k), &bar->send[k].ctx);
-		if (rc == -FI_EAGAIN)
+		if (rc == -FI_EAGAIN) {
+			nproxy_log(NPROXY_LOG_DEBUG, "barrier send eagain to %u", to);
 			return NPROXY_SUCCESS;
+		}
 		if (rc)
 			return net_post_error(net, rc, "host barrier: send to", to);
 		bar->send[k].posted = 1;
@@ -183,7 +185,10 @@ static enum nproxy_status bar_test(void *ctx, uint64_t seq, bool *done)
 		uint32_t k = bar->round;
 
 		st = post_round(net, k);
-		if (st != NPROXY_SUCCESS || !bar->recv[k].done)
+		/* Both halves of round k must be in the provider's hands before
+		 * round k+1: a send refused with -FI_EAGAIN is retried here. */
+		if (st != NPROXY_SUCCESS || !bar->recv[k].done ||
+		    !(bar->send[k].posted || bar->send[k].done))
 			break;
 		if (bar->payload[BAR_MAX_ROUNDS + k] != seq) {
 			net_set_err(net, "host barrier %" PRIu64 ": rank %u sent barrier %" PRIu64

@@ -137,7 +137,7 @@ static enum nproxy_status net_start(void *engine, uint32_t stream, uint32_t bb,
 	struct nproxy_net *net = engine;
 	enum nproxy_status st;
 	struct net_block *b = NULL;
-	uint32_t *seq = NULL;
+	uint32_t *seq = NULL, tag_block;
 	int slot;
 
 	if (!net || !fifos || stream >= NPROXY_MAX_STREAMS)
@@ -164,6 +164,8 @@ static enum nproxy_status net_start(void *engine, uint32_t stream, uint32_t bb,
 		goto out;
 	b->stream = stream;
 	b->bb = bb;
+	/* Same count on every rank: they start the same blocks in the same order. */
+	tag_block = ((uint32_t)net->epoch[stream][bb & 0xff] << 8) | (bb & 0xff);
 	b->fifos = *fifos;
 	if (dev)
 		b->dev = *dev;
@@ -186,13 +188,15 @@ static enum nproxy_status net_start(void *engine, uint32_t stream, uint32_t bb,
 		s->idx = i;
 		s->seq = (*k)++;
 		/* The source rank in the tag is the sender's. */
-		s->tag = net_tag(0, net->comm_id, stream, bb, send ? net->rank : op->peer, s->seq);
+		s->tag = net_tag(0, net->comm_id, stream, tag_block, send ? net->rank : op->peer,
+				 s->seq);
 	}
 	for (uint32_t i = 0; i < fifos->n_src; i++)
 		net->mrs[fifos->src[i].mr].users++;
 	for (uint32_t i = 0; i < fifos->n_dst; i++)
 		net->mrs[fifos->dst[i].mr].users++;
 	net->blocks[slot] = b;
+	net->epoch[stream][bb & 0xff]++;
 	b = NULL;
 	st = NPROXY_SUCCESS;
 out:

@@ -23,7 +23,12 @@
  *   63     space: 0 data op, 1 host barrier
  *   62..52 comm id      (11 bits)
  *   51..50 stream       (2 bits)
- *   49..34 basic block  (16 bits; the barrier puts its seq here)
+ *   49..42 basic block  (low 8 bits of bb)
+ *   41..34 epoch        (how many times this (stream, bb & 0xff) was
+ *                        started before, mod 256: consecutive CC ops reuse
+ *                        block numbers, and a fast rank's next op must not
+ *                        match a slow rank's previous one)
+ *          the barrier uses bits 49..34 for the low 16 bits of its seq
  *   33..22 source rank  (12 bits)
  *   21..0  op index within (block, source -> destination) (22 bits;
  *          the barrier puts its round here)
@@ -112,6 +117,7 @@ struct nproxy_net {
 	uint32_t n_mrs;
 
 	struct net_block *blocks[NET_MAX_BLOCKS];
+	uint8_t epoch[4][256];		/* [stream][bb & 0xff]: starts so far */
 	struct net_block *graveyard;	/* stopped blocks waiting for cancels */
 	uint32_t *inflight;		/* [peer * 2 + is_send] */
 	uint32_t *chan_stamp;		/* [peer * 2 + is_send]: blocked in scan # */
