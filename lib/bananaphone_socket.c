@@ -420,7 +420,8 @@ static enum nproxy_status send_welcomes(struct bp *bp)
 			send_reply(c->fd, BP_WIRE_WELCOME, NPROXY_SUCCESS, bp->job_id, fds, bp->n + 1);
 	}
 	close(self);
-	/* Keep the followers' pidfds; drop the connections (and any unjoined). */
+	/* Keep the followers' pidfds; drop the connections, answering any
+	 * that never made a valid request. */
 	for (i = 0; i < bp->n_conns; i++) {
 		struct bp_conn *c = &bp->conns[i];
 
@@ -429,8 +430,13 @@ static enum nproxy_status send_welcomes(struct bp *bp)
 			c->pidfd = -1;
 		}
 	}
-	while (bp->n_conns)
-		conn_drop(bp, bp->n_conns - 1);
+	while (bp->n_conns) {
+		if (!bp->conns[bp->n_conns - 1].joined)
+			conn_refuse(bp, bp->n_conns - 1, NPROXY_BUSY,
+				    "job '%s' is complete: all %u ranks joined", bp->job_id, bp->n);
+		else
+			conn_drop(bp, bp->n_conns - 1);
+	}
 	close(bp->memfd);
 	bp->memfd = -1;
 	bp->state = BP_S_READY;

@@ -75,7 +75,14 @@ struct sec_arg {
 	char text[32][240];
 	int leader_fds_before, leader_fds_after;
 	int leader_status;
+	int expect_clients;	/* the real follower joins once these are answered */
+	int answered;
 };
+
+static void client_done(struct sec_arg *arg)
+{
+	__atomic_fetch_add(&arg->answered, 1, __ATOMIC_SEQ_CST);
+}
 
 /* Leader + one real follower; the follower joins late so the raw clients get in first. */
 static int job_rank(uint32_t rank, uint32_t n, void *varg)
@@ -86,10 +93,15 @@ static int job_rank(uint32_t rank, uint32_t n, void *varg)
 	struct bp *bp;
 	int i;
 
-	if (rank == 0)
+	if (rank == 0) {
 		arg->leader_fds_before = bp_t_count_fds();
-	else
-		bp_t_sleep_ms(400);
+	} else {
+		uint64_t end = bp_t_now_ms() + 10000;
+
+		while (__atomic_load_n(&arg->answered, __ATOMIC_SEQ_CST) < arg->expect_clients &&
+		       bp_t_now_ms() < end)
+			bp_t_sleep_ms(5);
+	}
 	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
 	arg->leader_status = bp_allgather(bp, "ok", 2, &all, lens, offs, BP_T_TIMEOUT_MS);
 	BP_T_CHECK(arg->leader_status == NPROXY_SUCCESS, "allgather: %s", bp_strerror(bp));
@@ -125,6 +137,7 @@ static int nobody_client(uint32_t idx, uint32_t n, void *varg)
 	arg->status[0] = read_reply(fd, &reply);
 	snprintf(arg->text[0], sizeof(arg->text[0]), "%s", reply.text);
 	close(fd);
+	client_done(arg);
 	return 0;
 }
 
@@ -137,6 +150,7 @@ TEST(wrong_uid_refused)
 	if (geteuid() != 0)
 		SKIP(return, "needs root to drop to uid nobody");
 	bp_t_job(arg->job, sizeof(arg->job), "uid");
+	arg->expect_clients = 1;
 	run.pids[0] = bp_t_spawn(job_rank, 0, 2, arg);
 	run.pids[1] = bp_t_spawn(job_rank, 1, 2, arg);
 	run.pids[2] = bp_t_spawn(nobody_client, 2, 0, arg);
@@ -210,9 +224,11 @@ static const int bad_expect[BAD_COUNT] = {
 	[BAD_JOB] = NPROXY_INVALID, [BAD_JOB_NO_NUL] = NPROXY_INVALID,
 	[BAD_NRANKS] = NPROXY_INVALID, [BAD_RANK0] = NPROXY_INVALID,
 	[BAD_RANK_HIGH] = NPROXY_INVALID, [BAD_WITH_FDS] = NPROXY_INVALID,
-	/* No reply, dropped: early close, silence, and a zero-length message
+	/* Dropped without a reply: early close, and a zero-length message
 	 * (on SOCK_SEQPACKET it reads exactly like a close). */
-	[BAD_EMPTY] = -1, [BAD_CLOSE_EARLY] = -1, [BAD_SILENT] = -1,
+	[BAD_EMPTY] = -1, [BAD_CLOSE_EARLY] = -1,
+	/* Not waited for; told so once the job is complete. */
+	[BAD_SILENT] = NPROXY_BUSY,
 };
 
 static int bad_client(uint32_t kind, uint32_t n, void *varg)
@@ -241,10 +257,12 @@ static int bad_client(uint32_t kind, uint32_t n, void *varg)
 	case BAD_CLOSE_EARLY:
 		close(fd);
 		arg->status[kind] = -1;
+		client_done(arg);
 		return 0;
 	case BAD_SILENT:
 		/* Hold the connection open saying nothing; the leader must not
-		 * wait for us, and drops us once the job is complete. */
+		 * wait for us, and refuses us once the job is complete. */
+		client_done(arg);
 		arg->status[kind] = read_reply(fd, &reply);
 		close(fd);
 		return 0;
@@ -292,6 +310,7 @@ static int bad_client(uint32_t kind, uint32_t n, void *varg)
 	arg->status[kind] = read_reply(fd, &reply);
 	snprintf(arg->text[kind], sizeof(arg->text[kind]), "%s", reply.text);
 	close(fd);
+	client_done(arg);
 	return 0;
 }
 
@@ -303,6 +322,7 @@ TEST(malformed_join_messages)
 
 	ASSERT_NE(NULL, arg);
 	bp_t_job(arg->job, sizeof(arg->job), "mal");
+	arg->expect_clients = BAD_COUNT;
 	run.pids[0] = bp_t_spawn(job_rank, 0, 2, arg);
 	run.pids[1] = bp_t_spawn(job_rank, 1, 2, arg);
 	for (k = 0; k < BAD_COUNT; k++)
