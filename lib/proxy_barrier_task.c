@@ -105,6 +105,16 @@ static void barrier_destroy(struct proxy_task *t)
 	free(to_barrier(t));
 }
 
+/*
+ * Called once the op's tasks all exist (a failed enqueue must not use up a
+ * number): every rank enqueues its ops in the same order, so the same op
+ * gets the same host barrier seq on every rank.
+ */
+void proxy_barrier_task_commit(struct proxy_task *t)
+{
+	to_barrier(t)->seq = __atomic_add_fetch(&t->comm->barrier_seq, 1, __ATOMIC_RELAXED);
+}
+
 static const struct proxy_task_ops barrier_task_ops = {
 	.type = NPROXY_TASK_BARRIER,
 	.step = barrier_step,
@@ -127,8 +137,6 @@ struct proxy_task *proxy_barrier_task_new(struct nproxy_comm *comm,
 	bt->n_sems = op->n_barrier_sems;
 	for (i = 0; i < bt->n_sems; i++)
 		bt->sems[i] = op->barrier_sems[i];
-	/* Every rank enqueues its ops in the same order: same seq per op. */
-	bt->seq = __atomic_add_fetch(&comm->barrier_seq, 1, __ATOMIC_RELAXED);
 	proxy_task_init(&bt->base, &barrier_task_ops, comm, st, exec_id, op->streams_n,
 			trigger_words);
 	return &bt->base;

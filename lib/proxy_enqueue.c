@@ -112,6 +112,8 @@ enum nproxy_status nproxy_enq_proxy_tasks(struct nproxy_comm *comm, const struct
 	bar = proxy_barrier_task_new(comm, &op, words, &dev, bar_st, exec_id);
 	if (!bar)
 		goto err;
+	proxy_net_task_commit(net);
+	proxy_barrier_task_commit(bar);
 	/* The creator's status references become the status list's. */
 	proxy_queue_append(comm->queue, net);
 	proxy_queue_append(comm->queue, bar);

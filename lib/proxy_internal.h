@@ -91,6 +91,13 @@ struct nproxy_comm {
 	struct proxy_queue *queue;
 	uint64_t next_ctx;		/* atomic: library-assigned ctx values */
 	uint64_t barrier_seq;		/* atomic: host barrier sequence numbers */
+	/*
+	 * Network tasks of one comm run one at a time, in enqueue order: the
+	 * seam names a block by (stream, bb) only.  net_seq is taken by
+	 * producers (atomic); net_turn is touched only by the group's worker.
+	 */
+	uint64_t net_seq;
+	uint64_t net_turn;
 };
 
 /* ---- proxy_queue.c ---- */
@@ -155,5 +162,7 @@ struct proxy_task *proxy_barrier_task_new(struct nproxy_comm *comm,
 					  volatile uint32_t *const *trigger_words,
 					  const struct nproxy_device_sems *dev,
 					  struct proxy_task_status *st, uint64_t exec_id);
+void proxy_net_task_commit(struct proxy_task *task);
+void proxy_barrier_task_commit(struct proxy_task *task);
 
 #endif

@@ -32,6 +32,7 @@ struct net_task {
 	struct nproxy_seam seam;
 	struct nproxy_device_sems dev;
 	bool skip, device_wait;
+	uint64_t seq;			/* runs when comm->net_turn reaches it */
 	struct net_stream streams[NPROXY_PROXY_MAX_STREAMS];
 };
 
@@ -58,9 +59,16 @@ static enum nproxy_status net_abort_blocks(struct net_task *nt, enum nproxy_stat
 	return rc;
 }
 
+/* Every way to DONE: publish, and hand the comm's turn to its next network task. */
+static void net_finish(struct net_task *nt, enum nproxy_status rc)
+{
+	nt->base.comm->net_turn++;
+	proxy_status_publish(nt->base.status, rc, NPROXY_TASK_STATE_DONE);
+}
+
 static void net_fail(struct net_task *nt, enum nproxy_status rc)
 {
-	proxy_status_publish(nt->base.status, net_abort_blocks(nt, rc), NPROXY_TASK_STATE_DONE);
+	net_finish(nt, net_abort_blocks(nt, rc));
 }
 
 /* The seed's init_network_proxy: B1 for every block of every stream. */
@@ -130,7 +138,7 @@ static void net_progress(struct net_task *nt)
 			all_done = false;
 	}
 	if (all_done)
-		proxy_status_publish(nt->base.status, NPROXY_SUCCESS, NPROXY_TASK_STATE_DONE);
+		net_finish(nt, NPROXY_SUCCESS);
 	else
 		proxy_status_set_state(nt->base.status, moved ? NPROXY_TASK_STATE_PROGRESSING
 							     : NPROXY_TASK_STATE_IDLE);
@@ -144,8 +152,10 @@ static void net_step(struct proxy_task *t)
 
 	switch ((enum nproxy_task_run_state)proxy_status_run_state(t->status)) {
 	case NPROXY_TASK_STATE_INIT:
+		if (nt->seq != t->comm->net_turn)
+			break;	/* an earlier op of this comm still owns the blocks */
 		if (nt->skip) {
-			proxy_status_publish(t->status, NPROXY_SUCCESS, NPROXY_TASK_STATE_DONE);
+			net_finish(nt, NPROXY_SUCCESS);
 			break;
 		}
 		rc = net_start_blocks(nt);
@@ -184,6 +194,12 @@ static void net_destroy(struct proxy_task *t)
 		free(nt->streams[s].blocks);
 	proxy_task_fini(t);
 	free(nt);
+}
+
+/* Called once the op's tasks all exist: take this comm's next network turn. */
+void proxy_net_task_commit(struct proxy_task *t)
+{
+	to_net(t)->seq = __atomic_fetch_add(&t->comm->net_seq, 1, __ATOMIC_RELAXED);
 }
 
 static const struct proxy_task_ops net_task_ops = {

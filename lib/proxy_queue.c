@@ -201,10 +201,11 @@ static void queue_process(struct proxy_queue *q)
 					done_now++;
 					continue;
 				}
-				/* IDLE is in flight, and so is a closed trigger gate:
-				 * neither moved this tick. */
-				if (rs == NPROXY_TASK_STATE_IDLE ||
-				    rs == NPROXY_TASK_STATE_WAITING_DEVICE_TRIGGER)
+				/*
+				 * Nothing moved: IDLE (in flight), a closed trigger
+				 * gate, or INIT held behind an earlier op.
+				 */
+				if (rs != NPROXY_TASK_STATE_PROGRESSING)
 					idle_count++;
 				prev = t;
 				pt = &t->next;

@@ -180,44 +180,47 @@ TEST(status_is_published_before_the_task_is_queued)
 	struct nproxy_fifo_set fs = { 0 };
 	uint32_t trig = 0;
 	volatile uint32_t *words[1] = { &trig };
-	struct nproxy_cc_op op = cc_op(1, words, NULL, 0);
-	struct enq_args a = { 0 };
+	struct nproxy_cc_op op1 = cc_op(1, words, NULL, 0), op2;
+	struct enq_args a1 = { 0 }, a2 = { 0 };
 	enum nproxy_status st;
 	struct nproxy_comm *c;
-	pthread_t th;
+	pthread_t th1, th2;
 	bool done = true;
-	uint64_t ctx1;
 
 	o.seam.ops = &hold_ops;
-	op.streams[0].blocks = &fs;
-	op.streams[0].n_blocks = 1;
+	op1.streams[0].blocks = &fs;
+	op1.streams[0].n_blocks = 1;
+	op2 = op1;
+	op2.ctx = 777;
 	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 1, &ctx1));
-	/* The worker is now inside step() (holding the work lock) and stays there. */
+	/* op1's network task enters start() and holds the worker (and its work lock). */
+	a1.c = c;
+	a1.op = &op1;
+	ASSERT_EQ(0, pthread_create(&th1, NULL, enq_thread, &a1));
 	pthread_mutex_lock(&hold_lock);
 	while (!hold_entered)
 		pthread_cond_wait(&hold_cv, &hold_lock);
 	pthread_mutex_unlock(&hold_lock);
 
-	a.c = c;
-	a.op = &op;
-	op.ctx = 777;
-	ASSERT_EQ(0, pthread_create(&th, NULL, enq_thread, &a));
+	a2.c = c;
+	a2.op = &op2;
+	ASSERT_EQ(0, pthread_create(&th2, NULL, enq_thread, &a2));
 	/* The producer blocks on the work lock, but its status is already visible. */
 	ASSERT_TRUE(WAIT_UNTIL(nproxy_check_status(c, 777, NPROXY_TASK_NETWORK, &done, &st) ==
 			       NPROXY_SUCCESS, 10000));
 	EXPECT_FALSE(done);
 	EXPECT_ST(NPROXY_SUCCESS, st);
-	EXPECT_EQ(0, __atomic_load_n(&a.returned, __ATOMIC_ACQUIRE));
+	EXPECT_EQ(0, __atomic_load_n(&a2.returned, __ATOMIC_ACQUIRE));
 
 	pthread_mutex_lock(&hold_lock);
 	hold_released = 1;
 	pthread_cond_broadcast(&hold_cv);
 	pthread_mutex_unlock(&hold_lock);
-	pthread_join(th, NULL);
-	EXPECT_EQ(777u, a.ctx);
+	pthread_join(th1, NULL);
+	pthread_join(th2, NULL);
+	EXPECT_EQ(777u, a2.ctx);
 	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c, 777, NPROXY_TASK_NETWORK, 10000));
-	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c, ctx1, NPROXY_TASK_NETWORK, 10000));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c, a1.ctx, NPROXY_TASK_NETWORK, 10000));
 	nproxy_comm_free(c);
 }
 
