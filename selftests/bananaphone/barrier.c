@@ -151,9 +151,16 @@ static int retry_rank(uint32_t rank, uint32_t n, void *varg)
 	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
 	BP_T_CHECK(bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "first barrier");
 	if (rank == 1) {
-		bp_t_sleep_ms(400);
+		uint64_t end = bp_t_now_ms() + 10000;
+
+		/* Enter only after both others timed out. */
+		while (__atomic_load_n(&arg->entered[0], __ATOMIC_ACQUIRE) +
+			       __atomic_load_n(&arg->entered[2], __ATOMIC_ACQUIRE) < 2 &&
+		       bp_t_now_ms() < end)
+			bp_t_sleep_ms(5);
 	} else {
 		st = bp_barrier(bp, 100);
+		__atomic_store_n(&arg->entered[rank], 1, __ATOMIC_RELEASE);
 		BP_T_CHECK(st == NPROXY_TIMEOUT, "expected a timeout, got %s", nproxy_status_str(st));
 		BP_T_CHECK(strstr(bp_strerror(bp), "rank 1"), "text does not name rank 1: %s",
 			   bp_strerror(bp));
@@ -172,8 +179,11 @@ TEST(barrier_timeout_retry)
 {
 	struct bar_arg arg = { 0 };
 
+	arg.entered = bp_t_shared(BP_MAX_RANKS * sizeof(uint64_t));
+	ASSERT_NE(NULL, arg.entered);
 	bp_t_job(arg.job, sizeof(arg.job), "rt");
 	ASSERT_EQ(0, bp_t_run(retry_rank, 3, &arg, 20000));
+	munmap((void *)arg.entered, BP_MAX_RANKS * sizeof(uint64_t));
 }
 
 TEST_HARNESS_MAIN

@@ -118,17 +118,25 @@ TEST(second_leader_refused)
 }
 
 /* The leader waits for a missing rank with a timeout that names it. */
+struct missing_arg {
+	char job[96];
+	int leader_timed_out;	/* shared: rank 2 joins only after this */
+};
+
 static int missing_rank(uint32_t rank, uint32_t n, void *varg)
 {
-	struct join_arg *arg = varg;
+	struct missing_arg *arg = varg;
+	uint64_t end = bp_t_now_ms() + 10000;
 	enum nproxy_status st;
 	struct bp *bp;
 
-	if (rank == 2)
-		bp_t_sleep_ms(500);
+	while (rank == 2 && !__atomic_load_n(&arg->leader_timed_out, __ATOMIC_ACQUIRE) &&
+	       bp_t_now_ms() < end)
+		bp_t_sleep_ms(5);
 	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
 	if (rank == 0) {
 		st = bp_barrier(bp, 100);
+		__atomic_store_n(&arg->leader_timed_out, 1, __ATOMIC_RELEASE);
 		BP_T_CHECK(st == NPROXY_TIMEOUT, "got %s", nproxy_status_str(st));
 		BP_T_CHECK(strstr(bp_strerror(bp), "missing ranks 2"), "text: %s", bp_strerror(bp));
 	}
@@ -141,10 +149,12 @@ static int missing_rank(uint32_t rank, uint32_t n, void *varg)
 
 TEST(join_timeout_names_missing_rank)
 {
-	struct join_arg arg = { 0 };
+	struct missing_arg *arg = bp_t_shared(sizeof(*arg));
 
-	bp_t_job(arg.job, sizeof(arg.job), "mr");
-	ASSERT_EQ(0, bp_t_run(missing_rank, 3, &arg, 20000));
+	ASSERT_NE(NULL, arg);
+	bp_t_job(arg->job, sizeof(arg->job), "mr");
+	ASSERT_EQ(0, bp_t_run(missing_rank, 3, arg, 20000));
+	munmap(arg, sizeof(*arg));
 }
 
 /* Two processes claim rank 1: one is refused with NPROXY_BUSY, the job runs. */

@@ -132,6 +132,7 @@ TEST(leader_killed_mid_allgather) { run_kill(_metadata, 4, 0, 20000); }
 /* Deaths during the join. */
 struct early_arg {
 	char job[96];
+	int connected[BP_MAX_RANKS];
 	struct report rep[BP_MAX_RANKS];
 };
 
@@ -143,8 +144,8 @@ static int early_rank(uint32_t rank, uint32_t n, void *varg)
 
 	rep->fds_before = bp_t_count_fds();
 	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
-	if (rank == 0)
-		bp_t_sleep_ms(300);	/* followers are connected, nobody is welcomed yet */
+	__atomic_store_n(&arg->connected[rank], 1, __ATOMIC_RELEASE);
+	/* Rank n-1 never comes: nobody is welcomed before the kill. */
 	rep->status = bp_barrier(bp, 10000);
 	rep->err_ms = bp_t_now_ms();
 	snprintf(rep->text, sizeof(rep->text), "%s", bp_strerror(bp));
@@ -165,7 +166,13 @@ static void run_early_kill(struct __test_metadata *_metadata, uint32_t victim)
 	bp_t_job(arg->job, sizeof(arg->job), "ek");
 	for (r = 0; r < n - 1; r++)
 		run.pids[r] = bp_t_spawn(early_rank, r, n, arg);
-	bp_t_sleep_ms(100);
+	for (r = 0; r < n - 1; r++) {
+		uint64_t end = bp_t_now_ms() + 10000;
+
+		while (!__atomic_load_n(&arg->connected[r], __ATOMIC_ACQUIRE) && bp_t_now_ms() < end)
+			bp_t_sleep_ms(2);
+	}
+	bp_t_sleep_ms(50);	/* let the leader take the requests in */
 	kill(run.pids[victim], SIGKILL);
 	bp_t_reap(&run, (int)n - 1, 15000);
 	EXPECT_EQ(0, run.stragglers);

@@ -348,10 +348,13 @@ static int late_client(uint32_t idx, uint32_t n, void *varg)
 	struct sec_arg *arg = varg;
 	struct bp_wire_reply reply;
 	struct bp_wire_hello h;
+	uint64_t end = bp_t_now_ms() + 10000;
 	uint32_t rank = idx;
 	int fd;
 
-	bp_t_sleep_ms(300);
+	/* Only once the job is complete (its ranks passed a barrier). */
+	while (!__atomic_load_n(&arg->answered, __ATOMIC_ACQUIRE) && bp_t_now_ms() < end)
+		bp_t_sleep_ms(5);
 	fd = raw_connect(arg->job, geteuid());
 	BP_T_CHECK(fd >= 0, "connect");
 	make_hello(&h, arg->job, 1, 2);
@@ -373,6 +376,8 @@ static int busy_job_rank(uint32_t rank, uint32_t n, void *varg)
 	struct bp *bp;
 
 	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
+	BP_T_CHECK(bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "first barrier");
+	__atomic_store_n(&arg->answered, 1, __ATOMIC_RELEASE);	/* the job is complete */
 	for (;;) {
 		int stop = __atomic_load_n(&arg->status[1], __ATOMIC_ACQUIRE) ||
 			   bp_t_now_ms() > end;
