@@ -29,6 +29,8 @@
 #define NET_POST_MAX_PER_TICK	64	/* bound on one tick's posting */
 #define NET_SCAN_MAX_PER_TICK	1024	/* bound on one tick's FIFO scan */
 
+static void block_free(struct net_block *b);
+
 static struct net_block *find_block(struct nproxy_net *net, uint32_t stream, uint32_t bb,
 				    int *free_slot)
 {
@@ -191,6 +193,32 @@ static enum nproxy_status net_start(void *engine, uint32_t stream, uint32_t bb,
 		s->tag = net_tag(0, net->comm_id, stream, tag_block, send ? net->rank : op->peer,
 				 s->seq);
 	}
+	if (b->dev.n_sems) {
+		uint32_t *tail = calloc(b->dev.n_sems, sizeof(*tail));
+
+		b->sem_head = malloc(b->dev.n_sems * sizeof(*b->sem_head));
+		b->next_same_sem = malloc((fifos->n_ops ? fifos->n_ops : 1) * sizeof(uint32_t));
+		if (!tail || !b->sem_head || !b->next_same_sem) {
+			free(tail);
+			st = NPROXY_RESOURCE;
+			goto out;
+		}
+		for (uint32_t s = 0; s < b->dev.n_sems; s++)
+			b->sem_head[s] = tail[s] = NET_NONE;
+		for (uint32_t i = 0; i < fifos->n_ops; i++) {
+			const struct nproxy_net_op *op = &fifos->ops[i];
+
+			b->next_same_sem[i] = NET_NONE;
+			if (!(op->flags & NPROXY_NET_OP_F_COMPLETE))
+				continue;
+			if (tail[op->post_sem] == NET_NONE)
+				b->sem_head[op->post_sem] = i;
+			else
+				b->next_same_sem[tail[op->post_sem]] = i;
+			tail[op->post_sem] = i;
+		}
+		free(tail);
+	}
 	for (uint32_t i = 0; i < fifos->n_src; i++)
 		net->mrs[fifos->src[i].mr].users++;
 	for (uint32_t i = 0; i < fifos->n_dst; i++)
@@ -200,13 +228,19 @@ static enum nproxy_status net_start(void *engine, uint32_t stream, uint32_t bb,
 	b = NULL;
 	st = NPROXY_SUCCESS;
 out:
-	if (b) {
-		free(b->st);
-		free(b);
-	}
+	if (b)
+		block_free(b);
 	free(seq);
 	pthread_mutex_unlock(&net->lock);
 	return st;
+}
+
+static void block_free(struct net_block *b)
+{
+	free(b->st);
+	free(b->sem_head);
+	free(b->next_same_sem);
+	free(b);
 }
 
 static void free_if_reaped(struct nproxy_net *net, struct net_block *b)
@@ -218,8 +252,7 @@ static void free_if_reaped(struct nproxy_net *net, struct net_block *b)
 	for (pp = &net->graveyard; *pp; pp = &(*pp)->next_grave) {
 		if (*pp == b) {
 			*pp = b->next_grave;
-			free(b->st);
-			free(b);
+			block_free(b);
 			return;
 		}
 	}
@@ -248,9 +281,19 @@ static void op_completed(struct nproxy_net *net, struct net_op_state *s)
 	}
 	b->n_done++;
 	op = &b->fifos.ops[s->idx];
-	/* The back-edge: tell the device this slice is done (nec_inc_semaphore). */
-	if (op->flags & NPROXY_NET_OP_F_COMPLETE)
-		nproxy_sem_add(&b->dev.sems[op->post_sem], op->post_inc);
+	if (!(op->flags & NPROXY_NET_OP_F_COMPLETE))
+		return;
+	/*
+	 * The back-edge: tell the device this slice is done (nec_inc_semaphore),
+	 * in FIFO order per semaphore -- an op completing ahead of an earlier
+	 * one on the same semaphore is applied when that one completes.
+	 */
+	for (uint32_t *head = &b->sem_head[op->post_sem];
+	     *head != NET_NONE && b->st[*head].req.done; *head = b->next_same_sem[*head]) {
+		const struct nproxy_net_op *ready = &b->fifos.ops[*head];
+
+		nproxy_sem_add(&b->dev.sems[ready->post_sem], ready->post_inc);
+	}
 }
 
 static enum nproxy_status read_cq_error(struct nproxy_net *net)
@@ -557,8 +600,7 @@ static enum nproxy_status net_stop(void *engine, uint32_t stream, uint32_t bb)
 		b->next_grave = net->graveyard;
 		net->graveyard = b;
 	} else {
-		free(b->st);
-		free(b);
+		block_free(b);
 	}
 	pthread_mutex_unlock(&net->lock);
 	return NPROXY_SUCCESS;

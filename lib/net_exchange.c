@@ -84,3 +84,12 @@ void net_xchg_close(struct net_xchg *x)
 	nproxy_rdzv_close(x->rz);
 	x->rz = NULL;
 }
+
+const char *net_xchg_strerror(const struct net_xchg *x)
+{
+	if (x->rz)
+		return nproxy_rdzv_strerror(x->rz);
+	if (x->bp && bp_strerror)
+		return bp_strerror(x->bp);
+	return "";
+}

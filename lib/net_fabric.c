@@ -213,7 +213,8 @@ static enum nproxy_status exchange_names(struct nproxy_net *net, struct net_xchg
 	}
 	st = net_xchg_allgather(x, name, name_len, &all, lens, offs);
 	if (st != NPROXY_SUCCESS) {
-		net_set_err(net, "endpoint name exchange failed: %s", nproxy_status_str(st));
+		net_set_err(net, "endpoint name exchange failed: %s: %s", nproxy_status_str(st),
+			    net_xchg_strerror(x));
 		goto out;
 	}
 	for (uint32_t r = 0; r < net->n_ranks; r++) {
@@ -248,7 +249,8 @@ static enum nproxy_status exchange_hosts(struct nproxy_net *net, struct net_xchg
 	host_id(id, sizeof(id));
 	st = net_xchg_allgather(x, id, strlen(id), &all, lens, offs);
 	if (st != NPROXY_SUCCESS) {
-		net_set_err(net, "host id exchange failed: %s", nproxy_status_str(st));
+		net_set_err(net, "host id exchange failed: %s: %s", nproxy_status_str(st),
+			    net_xchg_strerror(x));
 		goto out;
 	}
 	*all_local = true;
@@ -273,7 +275,7 @@ NPROXY_API enum nproxy_status nproxy_net_open(const struct nproxy_net_opts *opts
 	if (!out)
 		return NPROXY_INVALID;
 	*out = NULL;
-	if (!opts || opts->sz < sizeof(*opts) || opts->reserved || !opts->n_ranks ||
+	if (!opts || opts->sz < sizeof(*opts) || opts->rdzv_timeout_ms < 0 || !opts->n_ranks ||
 	    opts->n_ranks > NPROXY_NET_MAX_RANKS || opts->rank >= opts->n_ranks ||
 	    opts->comm_id > NPROXY_NET_MAX_COMM_ID || opts->timeout_ms < 0) {
 		nproxy_log(NPROXY_LOG_ERROR, "nproxy_net_open: bad options (rank %u of %u, comm %u)",
@@ -299,7 +301,9 @@ NPROXY_API enum nproxy_status nproxy_net_open(const struct nproxy_net_opts *opts
 	if (!net->peers || !net->inflight || !net->chan_stamp || !net->last_activity_ms)
 		goto fail;
 
-	st = net_xchg_open(&x, opts, net->timeout_ms);
+	st = net_xchg_open(&x, opts, opts->rdzv_timeout_ms ? opts->rdzv_timeout_ms :
+			   env_int("NPROXY_NET_RDZV_TIMEOUT_MS", NPROXY_NET_DEFAULT_RDZV_TIMEOUT_MS,
+				   1, 3600 * 1000));
 	if (st != NPROXY_SUCCESS)
 		goto fail;
 	if (x.bp)
@@ -355,6 +359,8 @@ NPROXY_API void nproxy_net_close(struct nproxy_net *net)
 
 		net->graveyard = b->next_grave;
 		free(b->st);
+		free(b->sem_head);
+		free(b->next_same_sem);
 		free(b);
 	}
 	net_barrier_free(net);

@@ -81,6 +81,15 @@ struct net_block {
 	uint32_t n_inflight;
 	uint32_t first_unposted;	/* scan start */
 	int64_t eagain_since_ms;	/* 0: the last post did not see -FI_EAGAIN */
+	/*
+	 * Completion increments to one semaphore are applied in FIFO order:
+	 * sem_head[s] is the first op incrementing s whose increment is not
+	 * applied yet, next_same_sem[i] the next op after i incrementing the
+	 * same semaphore (NET_NONE: none).  Providers complete out of order
+	 * (eager vs rendezvous), the device counts in order.
+	 */
+	uint32_t *sem_head;		/* [dev.n_sems] */
+	uint32_t *next_same_sem;	/* [n_ops] */
 	struct net_block *next_grave;
 };
 
@@ -96,6 +105,7 @@ struct net_mr {
 struct net_barrier;
 
 #define NET_MAX_BLOCKS	64
+#define NET_NONE	UINT32_MAX
 
 struct nproxy_net {
 	pthread_mutex_t lock;		/* serialises entry points (FI_THREAD_DOMAIN) */
@@ -165,5 +175,6 @@ enum nproxy_status net_xchg_open(struct net_xchg *x, const struct nproxy_net_opt
 enum nproxy_status net_xchg_allgather(struct net_xchg *x, const void *blob, size_t len,
 				      void **all, size_t *lens, size_t *offs);
 void net_xchg_close(struct net_xchg *x);
+const char *net_xchg_strerror(const struct net_xchg *x);
 
 #endif

@@ -17,8 +17,11 @@
  *                          "tcp;ofi_rxm".
  *   NPROXY_ROOT_COMM_ID    host:port of the TCP rendezvous (rank 0 listens).
  *   NPROXY_NET_CREDITS     ops in flight per peer and direction (default 8).
- *   NPROXY_NET_TIMEOUT_MS  no-progress deadline of an op, and rendezvous
- *                          timeout (default 30000).
+ *   NPROXY_NET_TIMEOUT_MS  no-progress deadline of a posted op or host
+ *                          barrier (default 30000).
+ *   NPROXY_NET_RDZV_TIMEOUT_MS  deadline of each name exchange step
+ *                          (default 60000: libfabric start-up alone can
+ *                          take seconds on a loaded host).
  *
  * See Documentation/net.md for the op FIFO record format and tag layout.
  */
@@ -39,6 +42,7 @@ extern "C" {
 #define NPROXY_NET_MAX_COMM_ID		2047	/* 11 bits of the tag */
 #define NPROXY_NET_DEFAULT_CREDITS	8	/* like NCCL_STEPS */
 #define NPROXY_NET_DEFAULT_TIMEOUT_MS	30000
+#define NPROXY_NET_DEFAULT_RDZV_TIMEOUT_MS 60000
 
 struct bp;
 struct nproxy_net;
@@ -50,7 +54,8 @@ struct nproxy_net_opts {
 	uint32_t comm_id;	/* same on every rank, 0..NPROXY_NET_MAX_COMM_ID */
 	uint32_t credits;	/* 0: NPROXY_NET_CREDITS or the default */
 	int timeout_ms;		/* 0: NPROXY_NET_TIMEOUT_MS or the default */
-	uint32_t reserved;	/* must be 0 */
+	int rdzv_timeout_ms;	/* 0: NPROXY_NET_RDZV_TIMEOUT_MS or 60000: a peer
+				 * that never shows up at the exchange */
 	const char *provider;	/* NULL: FI_PROVIDER, else efa > shm (one host) > tcp;ofi_rxm */
 	const char *root;	/* NULL: NPROXY_ROOT_COMM_ID ("host:port") */
 	/*

@@ -31,9 +31,9 @@ TEST(bad_options)
 	o.comm_id = NPROXY_NET_MAX_COMM_ID + 1;
 	ASSERT_EQ((int)NPROXY_INVALID, (int)nproxy_net_open(&o, &net));
 	o.comm_id = 0;
-	o.reserved = 1;
+	o.rdzv_timeout_ms = -1;
 	ASSERT_EQ((int)NPROXY_INVALID, (int)nproxy_net_open(&o, &net));
-	o.reserved = 0;
+	o.rdzv_timeout_ms = 0;
 	/* Two ranks, no bus, no root address. */
 	unsetenv("NPROXY_ROOT_COMM_ID");
 	ASSERT_EQ((int)NPROXY_INVALID, (int)nproxy_net_open(&o, &net));
@@ -174,7 +174,7 @@ static int kill_rank(uint32_t rank, void *arg)
 	}
 	/* Then a stream of them: the victim's neighbours must fail, not hang. */
 	for (uint32_t i = 1; i < 1000; i++) {
-		st = (enum nproxy_status)-ring_allgather(net, 65536, i, 2 * i, job->timeout_ms * 4);
+		st = (enum nproxy_status)-ring_allgather(net, 65536, i, 2 * i, job->timeout_ms);
 		if (st) {
 			job->elapsed_ms[rank] = ring_now_ms() - *job->killed_at;
 			fprintf(stderr, "rank %u: failed as expected after %ld ms: %s: %s\n", rank,

@@ -20,6 +20,7 @@ struct ring_job {
 	const size_t *sizes;
 	int n_sizes;
 	int timeout_ms;
+	bool verbose;		/* rank mode: a line per size done */
 };
 
 static int ring_rank(uint32_t rank, void *arg)
@@ -51,6 +52,8 @@ static int ring_rank(uint32_t rank, void *arg)
 		if (ring_allgather(net, job->sizes[i], (uint32_t)i, 2 * (uint32_t)i, job->timeout_ms) ||
 		    ring_allreduce(net, job->sizes[i], (uint32_t)i + 100, 2 * (uint32_t)i, job->timeout_ms))
 			bad = 1;
+		else if (job->verbose)
+			printf("rank %u: size %zu ok\n", rank, job->sizes[i]), fflush(stdout);
 	}
 	nproxy_net_close(net);
 	return bad;
@@ -88,7 +91,7 @@ TEST(single_rank)
 
 static int rank_main(int argc, char **argv)
 {
-	struct ring_job job = { .timeout_ms = 30000 };
+	struct ring_job job = { .timeout_ms = 30000, .verbose = true };
 	size_t sizes[16];
 	int rank = -1;
 
