@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * proxy_tick_cost: what one pass of the worker loop costs with 1, 16 and
+ * 256 idle network tasks (each IDLE every tick: the seam's progress()
+ * reports nothing moved), measured as the worker thread's own CPU time
+ * divided by the steps (and ticks) it ran, busy-spin policy so nothing but
+ * the loop runs.  Baseline in the same run: the same number of indirect
+ * calls to the same progress() function from a plain loop.
+ *
+ * Usage: proxy_tick_cost [SECONDS_PER_POINT]  (default 1)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <nproxy/proxy.h>
+
+static uint64_t ns_of(clockid_t clk)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t thread_cpu_ns(int tid)
+{
+	return ns_of((clockid_t)((~(unsigned int)tid << 3) | 6));	/* per-thread SCHED clock */
+}
+
+static enum nproxy_status i_start(void *e, uint32_t s, uint32_t bb,
+				  const struct nproxy_fifo_set *f,
+				  const struct nproxy_device_sems *d)
+{
+	return NPROXY_SUCCESS;
+}
+
+static enum nproxy_status i_progress(void *e, uint32_t s, uint32_t bb, bool *idle,
+				     bool *block_done, bool *done)
+{
+	*idle = true;
+	*block_done = *done = false;
+	return NPROXY_SUCCESS;
+}
+
+static enum nproxy_status i_stop(void *e, uint32_t s, uint32_t bb)
+{
+	return NPROXY_SUCCESS;
+}
+
+static const struct nproxy_seam_ops idle_ops = {
+	.name = "idle", .start = i_start, .progress = i_progress, .stop = i_stop,
+};
+
+/* The baseline: just the seam calls, no loop machinery. */
+static double bare_calls_ns(uint64_t n)
+{
+	const struct nproxy_seam_ops *volatile ops = &idle_ops;
+	bool idle, bd, done;
+	uint64_t t0 = ns_of(CLOCK_THREAD_CPUTIME_ID), i;
+
+	for (i = 0; i < n; i++)
+		ops->progress(NULL, 0, 0, &idle, &bd, &done);
+	return (double)(ns_of(CLOCK_THREAD_CPUTIME_ID) - t0) / (double)n;
+}
+
+int main(int argc, char **argv)
+{
+	unsigned int secs = argc > 1 ? (unsigned int)atoi(argv[1]) : 1;
+	static const unsigned int counts[] = { 1, 16, 256 };
+	struct nproxy_fifo_set fs;
+	uint32_t trig = 0;
+	size_t k;
+
+	if (!secs)
+		secs = 1;
+	memset(&fs, 0, sizeof(fs));
+	printf("# worker CPU time per step / per tick, busy-spin, %u s per point\n", secs);
+	printf("| idle tasks | ns/task-step | ns/tick | bare progress() call ns | step/bare |\n");
+	printf("|------------|--------------|---------|-------------------------|-----------|\n");
+	for (k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+		unsigned int n = counts[k], i;
+		struct nproxy_comm **comms = calloc(n, sizeof(*comms));
+		struct nproxy_proxy_stats a, b;
+		uint64_t c0, c1;
+		double per_step, bare;
+		int tid;
+
+		for (i = 0; i < n; i++) {
+			struct nproxy_comm_opts o;
+			struct nproxy_cc_op op;
+
+			memset(&o, 0, sizeof(o));
+			o.sz = sizeof(o);
+			o.n_ranks = 1;
+			o.ranks_per_proxy = 1;		/* all on device 0: one group */
+			o.idle_policy = NPROXY_IDLE_SPIN;
+			o.seam.ops = &idle_ops;
+			if (nproxy_comm_init(&o, &comms[i]))
+				return 1;
+			memset(&op, 0, sizeof(op));
+			op.sz = sizeof(op);
+			op.streams_n = 1;
+			op.streams[0].blocks = &fs;
+			op.streams[0].n_blocks = 1;
+			op.trigger_words[0] = (volatile uint32_t *)&trig;
+			if (nproxy_enq_proxy_tasks(comms[i], &op, 0, NULL))
+				return 1;
+		}
+		/* Let the barrier tasks finish: n network tasks stay, all IDLE. */
+		do {
+			usleep(10000);
+			nproxy_proxy_group_stats(0, &a);
+		} while (a.tasks_active != n);
+		tid = a.worker_tid;
+		c0 = thread_cpu_ns(tid);
+		sleep(secs);
+		nproxy_proxy_group_stats(0, &b);
+		c1 = thread_cpu_ns(tid);
+		per_step = (double)(c1 - c0) / (double)(b.steps - a.steps);
+		bare = bare_calls_ns(b.steps - a.steps > 50000000 ? 50000000 : b.steps - a.steps);
+		printf("| %10u | %12.1f | %7.0f | %23.1f | %8.1fx |\n", n, per_step,
+		       (double)(c1 - c0) / (double)(b.ticks - a.ticks), bare, per_step / bare);
+		for (i = 0; i < n; i++)
+			nproxy_comm_free(comms[i]);
+		free(comms);
+	}
+	return 0;
+}
