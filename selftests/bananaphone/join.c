@@ -121,6 +121,7 @@ TEST(second_leader_refused)
 struct missing_arg {
 	char job[96];
 	int leader_timed_out;	/* shared: rank 2 joins only after this */
+	int rank1_connected;	/* and the leader waits only once rank 1 asked */
 };
 
 static int missing_rank(uint32_t rank, uint32_t n, void *varg)
@@ -134,7 +135,12 @@ static int missing_rank(uint32_t rank, uint32_t n, void *varg)
 	       bp_t_now_ms() < end)
 		bp_t_sleep_ms(5);
 	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
+	if (rank == 1)
+		__atomic_store_n(&arg->rank1_connected, 1, __ATOMIC_RELEASE);
 	if (rank == 0) {
+		while (!__atomic_load_n(&arg->rank1_connected, __ATOMIC_ACQUIRE) &&
+		       bp_t_now_ms() < end)
+			bp_t_sleep_ms(5);
 		st = bp_barrier(bp, 100);
 		__atomic_store_n(&arg->leader_timed_out, 1, __ATOMIC_RELEASE);
 		BP_T_CHECK(st == NPROXY_TIMEOUT, "got %s", nproxy_status_str(st));

@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Bananaphone latency: barrier and all-gather (64 B, 4 KiB per rank) for
+ * a list of rank counts, ranks as forked processes on this host.  Prints
+ * one "RESULT impl=bananaphone ..." line per (op, ranks): the mean latency
+ * per call over `iters` calls after `warmup`, averaged over the ranks.
+ * bench/bp_run.sh runs it next to bp_star (Unix-socket star) and
+ * bp_mpi (Open MPI) and prints the table.
+ *
+ *   bp_bench [-r 2,4,8] [-i iters] [-w warmup]
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <nproxy/bananaphone.h>
+
+enum op { OP_BARRIER, OP_AG64, OP_AG4K, OP_COUNT };
+static const char *const op_names[OP_COUNT] = { "barrier", "allgather", "allgather" };
+static const size_t op_sizes[OP_COUNT] = { 0, 64, 4096 };
+
+static double now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static int run_op(struct bp *bp, enum op op, const void *blob, int iters)
+{
+	size_t lens[BP_MAX_RANKS], offs[BP_MAX_RANKS];
+	int i;
+
+	for (i = 0; i < iters; i++) {
+		enum nproxy_status st;
+		void *all = NULL;
+
+		if (op == OP_BARRIER)
+			st = bp_barrier(bp, 10000);
+		else
+			st = bp_allgather(bp, blob, op_sizes[op], &all, lens, offs, 10000);
+		free(all);
+		if (st) {
+			fprintf(stderr, "bp_bench: %s\n", bp_strerror(bp));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int rank_main(const char *job, uint32_t rank, uint32_t n, int iters, int warmup,
+		     double *out)
+{
+	char blob[4096];
+	struct bp *bp;
+	int op;
+
+	memset(blob, (int)rank, sizeof(blob));
+	if ((rank ? bp_connect(job, rank, n, 10000, &bp) : bp_create(job, n, &bp)) != NPROXY_SUCCESS) {
+		fprintf(stderr, "bp_bench: join: %s\n", bp_strerror(NULL));
+		return 1;
+	}
+	for (op = 0; op < OP_COUNT; op++) {
+		double t0;
+
+		if (run_op(bp, op, blob, warmup) || bp_barrier(bp, 10000))
+			return 1;
+		t0 = now_us();
+		if (run_op(bp, op, blob, iters))
+			return 1;
+		out[op * BP_MAX_RANKS + rank] = (now_us() - t0) / iters;
+	}
+	bp_cleanup(bp);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	char ranks_arg[128] = "2,4,8", *tok, *save = NULL;
+	int iters = 2000, warmup = 200, c;
+
+	while ((c = getopt(argc, argv, "r:i:w:")) != -1) {
+		if (c == 'r')
+			snprintf(ranks_arg, sizeof(ranks_arg), "%s", optarg);
+		else if (c == 'i')
+			iters = atoi(optarg);
+		else if (c == 'w')
+			warmup = atoi(optarg);
+		else
+			return 2;
+	}
+	for (tok = strtok_r(ranks_arg, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		uint32_t n = (uint32_t)atoi(tok), r;
+		double *res = mmap(NULL, sizeof(double) * OP_COUNT * BP_MAX_RANKS,
+				   PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		pid_t pids[BP_MAX_RANKS];
+		char job[64];
+		int bad = 0, op;
+
+		if (n < 2 || n > BP_MAX_RANKS || res == MAP_FAILED)
+			return 2;
+		snprintf(job, sizeof(job), "bench-%d-%u", (int)getpid(), n);
+		fflush(NULL);
+		for (r = 0; r < n; r++) {
+			pids[r] = fork();
+			if (pids[r] == 0) {
+				prctl(PR_SET_PDEATHSIG, SIGKILL);
+				_exit(rank_main(job, r, n, iters, warmup, res));
+			}
+		}
+		for (r = 0; r < n; r++) {
+			int st;
+
+			waitpid(pids[r], &st, 0);
+			bad |= !WIFEXITED(st) || WEXITSTATUS(st);
+		}
+		if (bad) {
+			fprintf(stderr, "bp_bench: a rank failed at %u ranks\n", n);
+			return 1;
+		}
+		for (op = 0; op < OP_COUNT; op++) {
+			double sum = 0;
+
+			for (r = 0; r < n; r++)
+				sum += res[op * BP_MAX_RANKS + r];
+			printf("RESULT impl=bananaphone op=%s ranks=%u size=%zu iters=%d avg_us=%.2f\n",
+			       op_names[op], n, op_sizes[op], iters, sum / n);
+		}
+		fflush(stdout);
+		munmap(res, sizeof(double) * OP_COUNT * BP_MAX_RANKS);
+	}
+	return 0;
+}
