@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <netlink/netlink.h>
 #include <netlink/genl/genl.h>
 #include <netlink/genl/ctrl.h>
@@ -124,6 +126,12 @@ int ctl_nl_open(struct ctl_nl **out)
 		ret = nl_exit(ret, "generic netlink socket");
 		goto fail;
 	}
+	{
+		/* Never hang on a module that stopped answering. */
+		struct timeval tv = { .tv_sec = 10 };
+
+		setsockopt(nl_socket_get_fd(nl->sk), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	}
 	nl->family = genl_ctrl_resolve(nl->sk, NPROXY_GENL_NAME);
 	if (nl->family < 0) {
 		ctl_err("generic netlink family '%s' not found: is nproxy.ko loaded? (modprobe nproxy)",
@@ -201,9 +209,12 @@ int ctl_nl_request(struct ctl_nl *nl, uint8_t cmd, bool dump, ctl_nl_cb cb, void
 	nlmsg_free(msg);
 	if (ret < 0)
 		return nl_exit(ret, "netlink send");
-	ret = nl_recvmsgs_default(nl->sk);
-	if (ret < 0)
-		return nl_exit(ret, "netlink request");
+	/* A request without a reply (cb NULL) gets only the ack. */
+	if (cb) {
+		ret = nl_recvmsgs_default(nl->sk);
+		if (ret < 0)
+			return nl_exit(ret, "netlink request");
+	}
 	if (!dump) {
 		ret = nl_wait_for_ack(nl->sk);
 		if (ret < 0)

@@ -112,12 +112,14 @@ struct child {
 	double when;
 };
 
-static void describe_ranks(char *buf, size_t len, uint32_t p, uint32_t R)
+/* "rank 3 (pid 123)" or "ranks 2-3 (process 1, pid 123)". */
+static void describe_ranks(char *buf, size_t len, uint32_t p, uint32_t R, pid_t pid)
 {
 	if (R == 1)
-		snprintf(buf, len, "rank %u", p);
+		snprintf(buf, len, "rank %u (pid %d)", p, (int)pid);
 	else
-		snprintf(buf, len, "ranks %u-%u (process %u)", p * R, p * R + R - 1, p);
+		snprintf(buf, len, "ranks %u-%u (process %u, pid %d)", p * R, p * R + R - 1, p,
+			 (int)pid);
 }
 
 static int run_forked(const struct run_opts *o)
@@ -131,7 +133,7 @@ static int run_forked(const struct run_opts *o)
 	struct run_progress prog;
 	struct sigaction sa = { .sa_handler = on_interrupt };
 	double t0 = run_now(), hard_deadline, grace_until = 0;
-	char what[64], msg[700] = "";
+	char what[96], msg[700] = "";
 	uint8_t *shared;
 	int code, first_bad = -1;
 	uint32_t alive;
@@ -238,9 +240,9 @@ static int run_forked(const struct run_opts *o)
 
 				for (uint32_t p = 0; p < P && n > 0 && (size_t)n < sizeof(msg); p++)
 					if (!kids[p].reaped) {
-						describe_ranks(what, sizeof(what), p, o->ranks_per_proc);
-						n += snprintf(msg + n, sizeof(msg) - n, " %s (pid %d)",
-							      what, (int)kids[p].pid);
+						describe_ranks(what, sizeof(what), p, o->ranks_per_proc,
+							       kids[p].pid);
+						n += snprintf(msg + n, sizeof(msg) - n, " %s", what);
 					}
 			}
 			for (uint32_t p = 0; p < P; p++) {
@@ -264,11 +266,12 @@ static int run_forked(const struct run_opts *o)
 	} else if (first_bad >= 0) {
 		int st = kids[first_bad].status;
 
-		describe_ranks(what, sizeof(what), (uint32_t)first_bad, o->ranks_per_proc);
+		describe_ranks(what, sizeof(what), (uint32_t)first_bad, o->ranks_per_proc,
+			       kids[first_bad].pid);
 		if (WIFSIGNALED(st)) {
 			code = RUN_EXIT_DEAD;
-			snprintf(msg, sizeof(msg), "%s (pid %d) was killed by signal %d (%s)", what,
-				 (int)kids[first_bad].pid, WTERMSIG(st), strsignal(WTERMSIG(st)));
+			snprintf(msg, sizeof(msg), "%s was killed by signal %d (%s)", what,
+				 WTERMSIG(st), strsignal(WTERMSIG(st)));
 		} else {
 			code = WEXITSTATUS(st);
 			if (code < RUN_EXIT_VERIFY || code > RUN_EXIT_FAILURE)

@@ -51,6 +51,7 @@ static void usage(FILE *f)
 "  stats [--reset]               module-wide counters (--reset: zero them, needs CAP_NET_ADMIN)\n"
 "  watch [--count N] [--timeout S]\n"
 "                                print netlink events until interrupted\n"
+"  state REGION                  one region's state (triggers, program, counters)\n"
 "  sem get REGION SEM            read a semaphore\n"
 "\n"
 "Write commands:\n"
@@ -290,6 +291,57 @@ static int cmd_watch(void)
 }
 
 /* ---- region commands ---- */
+static int cmd_state(int argc, char **argv)
+{
+	struct nproxy_region_state st;
+	int fd;
+
+	if (argc != 1)
+		return usage_err("%s", "usage: state REGION");
+	fd = ctl_region_open(argv[0], &st);
+	if (fd < 0)
+		return rc(fd);
+	close(fd);
+	if (opt.json) {
+		struct json_writer w;
+
+		json_init(&w, stdout, false);
+		json_obj_begin(&w, NULL);
+		json_u64(&w, "region_id", st.region_id);
+		json_u64(&w, "owner_pid", st.owner_pid);
+		json_u64(&w, "rank", st.rank);
+		json_u64(&w, "gid", st.gid);
+		json_u64(&w, "n_streams", st.n_streams);
+		json_u64(&w, "n_sems", st.n_sems);
+		json_arr_begin(&w, "triggers");
+		for (uint32_t i = 0; i < st.n_streams && i < NPROXY_MAX_STREAMS; i++)
+			json_u64(&w, NULL, st.triggers[i]);
+		json_arr_end(&w);
+		json_str(&w, "prog_state", ctl_prog_state_name(st.prog_state));
+		json_u64(&w, "prog_seq", st.prog_seq);
+		json_u64(&w, "triggers_written", st.triggers_written);
+		json_u64(&w, "events_signalled", st.events_signalled);
+		json_obj_end(&w);
+		json_finish(&w);
+		return CTL_OK;
+	}
+	printf("region_id         %u\n", st.region_id);
+	printf("owner_pid         %u\n", st.owner_pid);
+	printf("rank              %u\n", st.rank);
+	printf("gid               %u\n", st.gid);
+	printf("n_streams         %u\n", st.n_streams);
+	printf("n_sems            %u\n", st.n_sems);
+	printf("triggers         ");
+	for (uint32_t i = 0; i < st.n_streams && i < NPROXY_MAX_STREAMS; i++)
+		printf(" %#x", st.triggers[i]);
+	printf("\n");
+	printf("prog_state        %s\n", ctl_prog_state_name(st.prog_state));
+	printf("prog_seq          %" PRIu64 "\n", (uint64_t)st.prog_seq);
+	printf("triggers_written  %" PRIu64 "\n", (uint64_t)st.triggers_written);
+	printf("events_signalled  %" PRIu64 "\n", (uint64_t)st.events_signalled);
+	return CTL_OK;
+}
+
 static int cmd_trigger(int argc, char **argv)
 {
 	struct nproxy_region_state st;
@@ -654,6 +706,8 @@ int main(int argc, char **argv)
 		return cmd_create();
 	if (!strcmp(cmd, "trigger"))
 		return cmd_trigger(argc, argv);
+	if (!strcmp(cmd, "state"))
+		return cmd_state(argc, argv);
 	if (!strcmp(cmd, "sem"))
 		return cmd_sem(argc, argv);
 	if (!strcmp(cmd, "program"))

@@ -52,8 +52,11 @@ int run_detect_launcher(struct run_place *p)
 		const struct launcher_vars *l = &launchers[i];
 		uint32_t rank, size, lrank = 0, lsize = 0;
 
-		if (!env_u32(l->rank, &rank, &bad))
+		if (!env_u32(l->rank, &rank, &bad)) {
+			if (bad)
+				return RUN_EXIT_USAGE;
 			continue;
+		}
 		if (!env_u32(l->size, &size, &bad) && !bad) {
 			/* PMIx exports no size variable: Open MPI's or Slurm's may. */
 			if (!env_u32("OMPI_COMM_WORLD_SIZE", &size, &bad) &&

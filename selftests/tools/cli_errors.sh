@@ -1,0 +1,113 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Command-line errors of nproxy-run and nproxyctl: exit status 2 and a
+# message naming the bad argument; --help/--version; launcher environment
+# errors; nproxyctl's program parser (FILE:LINE messages); and, on a host
+# without the module, nproxyctl's "not loaded" message and exit status 3.
+here=$(cd "$(dirname "$0")" && pwd -P)
+BUILD=${NPROXY_BUILD:-$(cd "$here/../.." && pwd -P)}
+TOP=${NPROXY_TOP:-$(cd "$BUILD/.." && pwd -P)}
+. "$TOP/scripts/tap.sh"
+RUN=$BUILD/bin/nproxy-run
+CTL=$BUILD/bin/nproxyctl
+[[ -x $RUN && -x $CTL ]] || tap_skip_all "tools not built (make -C tools)"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# expect DESC STATUS REGEX CMD...: CMD exits STATUS and its stderr+stdout matches REGEX.
+expect() {
+	local desc=$1 want=$2 re=$3 out rc
+	shift 3
+	out=$(env -u NPROXY_RANK -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID -u PMIX_RANK \
+		timeout 60 "$@" 2>&1)
+	rc=$?
+	if ((rc == want)) && grep -Eq -- "$re" <<<"$out"; then
+		tap_ok "$desc"
+	else
+		tap_fail "$desc" "command: $*" "exit $rc (want $want), output must match /$re/:" "$out"
+	fi
+}
+
+# nproxy-run
+expect "run: unknown option" 2 "unknown option '--bogus'" "$RUN" --bogus
+expect "run: missing argument" 2 "needs an argument" "$RUN" --procs
+expect "run: --procs 0" 2 "--procs: '0' is not 1..64" "$RUN" --procs 0
+expect "run: --procs abc" 2 "--procs: 'abc'" "$RUN" --procs abc
+expect "run: --procs 65" 2 "--procs: '65'" "$RUN" --procs 65
+expect "run: one rank in all" 2 "needs at least 2 ranks" "$RUN" --procs 1
+expect "run: too many ranks" 2 "at most 64" "$RUN" --procs 16 --ranks-per-proc 8
+expect "run: bad collective" 2 "--collective: 'alltoall'" "$RUN" --collective alltoall
+expect "run: bad size suffix" 2 "--size: '5X'" "$RUN" --size 5X
+expect "run: zero size" 2 "--size: '0'" "$RUN" --size 0
+expect "run: inverted sweep" 2 "--size: '1M:1K'" "$RUN" --size 1M:1K
+expect "run: size too large" 2 "--size: '1G'" "$RUN" --size 1G
+expect "run: bad handshake" 2 "--handshake: 'pci'" "$RUN" --handshake pci
+expect "run: negative timeout" 2 "--timeout: '-1'" "$RUN" --timeout -1
+expect "run: zero iters" 2 "--iters: '0'" "$RUN" --iters 0
+expect "run: stray argument" 2 "unexpected argument 'foo'" "$RUN" foo
+expect "run: --help" 0 "--ranks-per-proc" "$RUN" --help
+expect "run: --version" 0 "^nproxy-run [0-9]+\\.[0-9]+" "$RUN" --version
+expect "run: launcher rank without size" 2 "NPROXY_WORLD_SIZE is not" env NPROXY_RANK=0 "$RUN"
+expect "run: launcher rank >= size" 2 "NPROXY_RANK=3 is not below NPROXY_WORLD_SIZE=2" \
+	env NPROXY_RANK=3 NPROXY_WORLD_SIZE=2 "$RUN"
+expect "run: launcher without root address" 2 "NPROXY_ROOT_COMM_ID" \
+	env NPROXY_RANK=0 NPROXY_WORLD_SIZE=2 "$RUN"
+expect "run: launcher and --procs conflict" 2 "--procs conflicts with the launcher" \
+	env OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=2 NPROXY_ROOT_COMM_ID=127.0.0.1:1 "$RUN" --procs 2
+expect "run: non-numeric launcher variable" 2 "SLURM_PROCID='x'" env SLURM_PROCID=x SLURM_NTASKS=2 "$RUN"
+
+# nproxyctl
+expect "ctl: no command" 2 "missing command" "$CTL"
+expect "ctl: unknown command" 2 "unknown command 'frob'" "$CTL" frob
+expect "ctl: info takes no arguments" 2 "info takes no arguments" "$CTL" info extra
+expect "ctl: bad sem op" 2 "unknown sem operation 'dec'" "$CTL" sem dec 1 0 1
+expect "ctl: sem set without value" 2 "wrong number of arguments" "$CTL" sem set 1 0
+expect "ctl: trigger usage" 2 "usage: trigger REGION STREAM" "$CTL" trigger
+expect "ctl: bad region name" 2 "bad region 'x:y'" "$CTL" trigger x:y 0
+expect "ctl: bad --count" 2 "--count: '0'" "$CTL" watch --count 0
+expect "ctl: --help" 0 "program REGION FILE" "$CTL" --help
+expect "ctl: --version" 0 "^nproxyctl [0-9.]+ \\(ABI 1\\)" "$CTL" --version
+
+# The program text format (parsed on the host: no module needed).
+cat >"$tmp/good.txt" <<'PROG'
+# a comment line
+write-trigger 0 1
+wait-sem 2 >= 5 timeout 100ms   # trailing comment
+delay 50us
+
+inc-sem 1 1
+signal 7
+PROG
+expect "ctl: program --check parses every step kind" 0 \
+	"^0: write-trigger 0 1
+1: wait-sem 2 >= 5 timeout 100ms
+2: delay 50us
+3: inc-sem 1 1
+4: signal 7$" "$CTL" program --check "$tmp/good.txt"
+printf 'delay 1us\n\nfrobnicate 3\n' >"$tmp/b1.txt"
+expect "ctl: unknown step names file:line" 2 "b1.txt:3: unknown step 'frobnicate'" "$CTL" program --check "$tmp/b1.txt"
+printf 'wait-sem 1 > 3\n' >"$tmp/b2.txt"
+expect "ctl: wait-sem without >=" 2 "b2.txt:1: expected '>='" "$CTL" program --check "$tmp/b2.txt"
+printf 'write-trigger 4 1\n' >"$tmp/b3.txt"
+expect "ctl: stream out of range" 2 "b3.txt:1: stream '4' is not 0..3" "$CTL" program --check "$tmp/b3.txt"
+printf 'delay 61s\n' >"$tmp/b4.txt"
+expect "ctl: delay beyond 60 s" 2 "b4.txt:1: delay '61s'" "$CTL" program --check "$tmp/b4.txt"
+printf 'delay 5\n' >"$tmp/b5.txt"
+expect "ctl: duration without unit" 2 "b5.txt:1: delay '5' is not a duration" "$CTL" program --check "$tmp/b5.txt"
+printf '# only a comment\n' >"$tmp/b6.txt"
+expect "ctl: empty program" 2 "no steps" "$CTL" program --check "$tmp/b6.txt"
+expect "ctl: missing program file" 1 "nope.txt: No such file" "$CTL" program --check "$tmp/nope.txt"
+
+# Without the module (the host): clear message, exit 3.
+if [[ -e /dev/nproxy ]]; then
+	tap_skip "ctl: module not loaded" "/dev/nproxy exists here"
+	tap_skip "ctl: regions without the module" "/dev/nproxy exists here"
+	tap_skip "ctl: trigger without the module" "/dev/nproxy exists here"
+else
+	expect "ctl: module not loaded" 3 "/dev/nproxy not found: is nproxy.ko loaded\\? \\(modprobe nproxy\\)" "$CTL" info
+	expect "ctl: regions without the module" 3 "is nproxy.ko loaded" "$CTL" regions
+	expect "ctl: trigger without the module" 3 "is nproxy.ko loaded" "$CTL" trigger 1 0
+fi
+tap_done

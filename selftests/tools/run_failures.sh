@@ -1,0 +1,93 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# nproxy-run's failure exits, each with a message naming the rank:
+#   1  a corrupted byte (NPROXY_RUN_CORRUPT) is caught by verification;
+#   4  a rank killed mid-run (NPROXY_RUN_KILL) is named with its signal,
+#      and the others are stopped instead of hanging;
+#   3  a device that never reaches the net stage within --timeout.
+# Every case must end well inside its bound and leave no rank behind.
+here=$(cd "$(dirname "$0")" && pwd -P)
+BUILD=${NPROXY_BUILD:-$(cd "$here/../.." && pwd -P)}
+TOP=${NPROXY_TOP:-$(cd "$BUILD/.." && pwd -P)}
+. "$TOP/scripts/tap.sh"
+RUN=$BUILD/bin/nproxy-run
+[[ -x $RUN ]] || tap_skip_all "nproxy-run not built (make -C tools)"
+tap_require_cmd python3 timeout
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export NPROXY_HANDSHAKE=memfd
+
+# no_leftovers DESC MARKER: no process still carries MARKER in its environment.
+no_leftovers() {
+	local left=
+	for e in /proc/[0-9]*/environ; do
+		grep -qz "^NPROXY_TEST_MARK=$2\$" "$e" 2>/dev/null && left+=" ${e//[^0-9]/}"
+	done
+	if [[ -z $left ]]; then tap_ok "$1"; else tap_fail "$1" "still running:$left"; fi
+}
+
+# ---- verification failure
+mark=verify-$$
+out=$(NPROXY_TEST_MARK=$mark NPROXY_RUN_CORRUPT=2 timeout 120 "$RUN" --size 4K --iters 3 --warmup 1 --timeout 90 2>&1)
+rc=$?
+if ((rc == 1)) && grep -Eq "nproxy-run: rank 2: allgather 4096 B iteration [0-9]+: verification error at byte [0-9]+ \(chunk of rank 3\): got 0x[0-9a-f]{8}, expected 0x[0-9a-f]{8}" <<<"$out" &&
+   grep -Eq " 4K +3 .* FAIL\(1\)" <<<"$out"; then
+	tap_ok "corrupted byte: exit 1, rank 2 and the byte named, table says FAIL(1)"
+else
+	tap_fail "corrupted byte: exit 1, rank 2 named" "exit $rc" "$out"
+fi
+no_leftovers "corrupted byte: no rank left running" "$mark"
+
+NPROXY_RUN_CORRUPT=0 timeout 120 "$RUN" --json --collective allreduce --procs 3 --size 3K \
+	--iters 2 --warmup 0 --timeout 90 >"$tmp/v.json" 2>/dev/null
+rc=$?
+if ((rc == 1)) && python3 - "$tmp/v.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = d["results"][0]
+assert d["status"] == "verification-error" and d["exit_code"] == 1, d
+assert d["error"].startswith("rank 0: allreduce 3072 B"), d["error"]
+assert r["verified"] is False and r["verify_errors"] == 1 and r["iters"] == 2, r
+PY
+then
+	tap_ok "corrupted byte, --json: status verification-error, error names rank 0"
+else
+	tap_fail "corrupted byte, --json" "exit $rc" "$(cat "$tmp/v.json")"
+fi
+
+# ---- a rank dies
+mark=kill-$$
+start=$SECONDS
+out=$(NPROXY_TEST_MARK=$mark NPROXY_RUN_KILL=1:3 timeout 120 "$RUN" --size 4K --iters 50 --warmup 1 --timeout 90 2>&1)
+rc=$?
+if ((rc == 4)) && grep -Eq "^nproxy-run: rank 1 \(pid [0-9]+\) was killed by signal 9 \(Killed\)$" <<<"$out"; then
+	tap_ok "killed rank: exit 4, rank 1, pid and signal named ($((SECONDS - start)) s)"
+else
+	tap_fail "killed rank: exit 4, rank 1 named" "exit $rc" "$out"
+fi
+no_leftovers "killed rank: the other ranks were stopped" "$mark"
+
+out=$(NPROXY_RUN_KILL=3:0 timeout 120 "$RUN" --procs 2 --ranks-per-proc 2 --size 4K --iters 5 --warmup 0 --timeout 90 2>&1)
+rc=$?
+if ((rc == 4)) && grep -Eq "^nproxy-run: ranks 2-3 \(process 1, pid [0-9]+\) was killed by signal 9" <<<"$out"; then
+	tap_ok "killed process of 2 ranks: both ranks named"
+else
+	tap_fail "killed process of 2 ranks" "exit $rc" "$out"
+fi
+
+# ---- timeout: the device reaches the net stage only after 5 s, --timeout 2
+mark=timeout-$$
+start=$SECONDS
+out=$(NPROXY_TEST_MARK=$mark timeout 60 "$RUN" --procs 2 --size 4K --iters 2 --warmup 0 \
+	--device-delay-us 5000000 --timeout 2 2>&1)
+rc=$?
+took=$((SECONDS - start))
+if ((rc == 3)) && ((took < 20)) && grep -Eq "^nproxy-run: rank [01]: .*NPROXY_TIMEOUT \(--timeout reached\)" <<<"$out"; then
+	tap_ok "device never triggers: exit 3 after ${took} s, rank named"
+else
+	tap_fail "device never triggers: exit 3" "exit $rc after $took s" "$out"
+fi
+no_leftovers "timeout: no rank left running" "$mark"
+tap_done
