@@ -192,7 +192,7 @@ static int kill_rank(uint32_t rank, void *arg)
 static void run_kill(struct __test_metadata *_metadata, const char *provider)
 {
 	int64_t *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	struct err_job job = { .provider = provider, .n = 4, .timeout_ms = 1500, .victim = 2 };
+	struct err_job job = { .provider = provider, .n = 4, .timeout_ms = 5000, .victim = 2 };
 	int exits[4], port = ring_free_port();
 
 	ASSERT_NE(MAP_FAILED, shared);
@@ -274,7 +274,7 @@ static int bar_rank(uint32_t rank, void *arg)
 {
 	struct bar_job *job = arg;
 	struct nproxy_net_opts o = { .sz = sizeof(o), .rank = rank, .n_ranks = job->n, .comm_id = 9,
-				     .timeout_ms = 1500, .root = job->root };
+				     .timeout_ms = 5000, .root = job->root };
 	struct nproxy_host_barrier hb;
 	struct nproxy_net *net;
 	enum nproxy_status st = NPROXY_SUCCESS;
@@ -301,7 +301,7 @@ static int bar_rank(uint32_t rank, void *arg)
 			fprintf(stderr, "rank %u: barrier %lu: %s after %ld ms: %s\n", rank,
 				(unsigned long)k, nproxy_status_str(st), (long)(ring_now_ms() - t0),
 				nproxy_net_strerror(net));
-			rc = job->victim < job->n && ring_now_ms() - t0 < 5000 ? RANK_GOT_ERROR : 1;
+			rc = job->victim < job->n && ring_now_ms() - t0 < 12000 ? RANK_GOT_ERROR : 1;
 			break;
 		}
 		if (__atomic_load_n(&job->entered[k], __ATOMIC_SEQ_CST) != job->n) {
