@@ -2,13 +2,15 @@
 /*
  * Bananaphone latency: barrier and all-gather (64 B, 4 KiB per rank) for
  * a list of rank counts, ranks as forked processes on this host.  Prints
- * one "RESULT impl=bananaphone ..." line per (op, ranks): the mean latency
- * per call over `iters` calls after `warmup`, averaged over the ranks.
+ * one "RESULT impl=bananaphone ..." line per (op, ranks): per-call latency
+ * over `iters` calls after `warmup`; avg_us is the mean over calls averaged
+ * over ranks, p50_us the median over calls (median over ranks).
  * bench/bp_run.sh runs it next to bp_star (Unix-socket star) and
  * bp_mpi (Open MPI) and prints the table.
  *
  *   bp_bench [-r 2,4,8] [-i iters] [-w warmup]
  */
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,12 +34,27 @@ static double now_us(void)
 	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
-static int run_op(struct bp *bp, enum op op, const void *blob, int iters)
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* lat: per-call latencies in us, or NULL for warmup. */
+static int run_op(struct bp *bp, enum op op, const void *blob, int iters, double *lat)
 {
 	size_t lens[BP_MAX_RANKS], offs[BP_MAX_RANKS];
 	int i;
 
 	for (i = 0; i < iters; i++) {
+		double t0 = now_us();
 		enum nproxy_status st;
 		void *all = NULL;
 
@@ -46,6 +63,8 @@ static int run_op(struct bp *bp, enum op op, const void *blob, int iters)
 		else
 			st = bp_allgather(bp, blob, op_sizes[op], &all, lens, offs, 10000);
 		free(all);
+		if (lat)
+			lat[i] = now_us() - t0;
 		if (st) {
 			fprintf(stderr, "bp_bench: %s\n", bp_strerror(bp));
 			return -1;
@@ -57,6 +76,7 @@ static int run_op(struct bp *bp, enum op op, const void *blob, int iters)
 static int rank_main(const char *job, uint32_t rank, uint32_t n, int iters, int warmup,
 		     double *out)
 {
+	double *lat = malloc(sizeof(double) * (size_t)iters);
 	char blob[4096];
 	struct bp *bp;
 	int op;
@@ -66,18 +86,37 @@ static int rank_main(const char *job, uint32_t rank, uint32_t n, int iters, int 
 		fprintf(stderr, "bp_bench: join: %s\n", bp_strerror(NULL));
 		return 1;
 	}
-	for (op = 0; op < OP_COUNT; op++) {
+	for (op = 0; op < OP_COUNT && lat; op++) {
 		double t0;
 
-		if (run_op(bp, op, blob, warmup) || bp_barrier(bp, 10000))
+		if (run_op(bp, op, blob, warmup, NULL) || bp_barrier(bp, 10000))
 			return 1;
 		t0 = now_us();
-		if (run_op(bp, op, blob, iters))
+		if (run_op(bp, op, blob, iters, lat))
 			return 1;
-		out[op * BP_MAX_RANKS + rank] = (now_us() - t0) / iters;
+		out[(op * 2) * BP_MAX_RANKS + rank] = (now_us() - t0) / iters;
+		out[(op * 2 + 1) * BP_MAX_RANKS + rank] = median(lat, iters);
 	}
+	free(lat);
 	bp_cleanup(bp);
 	return 0;
+}
+
+/*
+ * Like mpirun's default --bind-to core for np <= cpus (and no binding when
+ * oversubscribed): rank r on cpu r, so the three implementations are
+ * compared under the same placement.
+ */
+static void pin_rank(unsigned int rank, unsigned int n)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	cpu_set_t set;
+
+	if (cpus <= 0 || n > (unsigned int)cpus || getenv("BP_BENCH_NO_PIN"))
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(rank, &set);
+	sched_setaffinity(0, sizeof(set), &set);
 }
 
 int main(int argc, char **argv)
@@ -97,7 +136,7 @@ int main(int argc, char **argv)
 	}
 	for (tok = strtok_r(ranks_arg, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		uint32_t n = (uint32_t)atoi(tok), r;
-		double *res = mmap(NULL, sizeof(double) * OP_COUNT * BP_MAX_RANKS,
+		double *res = mmap(NULL, sizeof(double) * 2 * OP_COUNT * BP_MAX_RANKS,
 				   PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 		pid_t pids[BP_MAX_RANKS];
 		char job[64];
@@ -111,6 +150,7 @@ int main(int argc, char **argv)
 			pids[r] = fork();
 			if (pids[r] == 0) {
 				prctl(PR_SET_PDEATHSIG, SIGKILL);
+				pin_rank(r, n);
 				_exit(rank_main(job, r, n, iters, warmup, res));
 			}
 		}
@@ -128,12 +168,13 @@ int main(int argc, char **argv)
 			double sum = 0;
 
 			for (r = 0; r < n; r++)
-				sum += res[op * BP_MAX_RANKS + r];
-			printf("RESULT impl=bananaphone op=%s ranks=%u size=%zu iters=%d avg_us=%.2f\n",
-			       op_names[op], n, op_sizes[op], iters, sum / n);
+				sum += res[(op * 2) * BP_MAX_RANKS + r];
+			printf("RESULT impl=bananaphone op=%s ranks=%u size=%zu iters=%d avg_us=%.2f p50_us=%.2f\n",
+			       op_names[op], n, op_sizes[op], iters, sum / n,
+			       median(&res[(op * 2 + 1) * BP_MAX_RANKS], (int)n));
 		}
 		fflush(stdout);
-		munmap(res, sizeof(double) * OP_COUNT * BP_MAX_RANKS);
+		munmap(res, sizeof(double) * 2 * OP_COUNT * BP_MAX_RANKS);
 	}
 	return 0;
 }

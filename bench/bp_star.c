@@ -8,6 +8,7 @@
  * waiters sleep in the kernel like Bananaphone's futex waiters.
  * Same output format and options as bp_bench (impl=unix_star).
  */
+#include <sched.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -33,6 +34,19 @@ static double now_us(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 static int xfer(int fd, void *buf, size_t len, int out)
@@ -145,15 +159,16 @@ static int rank_main(const char *name, uint32_t rank, uint32_t n, int iters, int
 		     double *out)
 {
 	struct star s = { .rank = rank, .n = n };
+	double *lat = malloc(sizeof(double) * (size_t)iters);
 	char blob[4096];
 	int op, i;
 
 	s.gather = malloc((size_t)n * 4096);
 	memset(blob, (int)rank, sizeof(blob));
-	if (!s.gather || star_join(&s, name))
+	if (!s.gather || !lat || star_join(&s, name))
 		return 1;
 	for (op = 0; op < OP_COUNT; op++) {
-		double t0 = 0;
+		double t0 = 0, t1;
 
 		for (i = -warmup; i < iters; i++) {
 			if (i == 0) {
@@ -161,13 +176,35 @@ static int rank_main(const char *name, uint32_t rank, uint32_t n, int iters, int
 					return 1;
 				t0 = now_us();
 			}
+			t1 = now_us();
 			if (op == OP_BARRIER ? star_barrier(&s) : star_allgather(&s, blob, op_sizes[op]))
 				return 1;
+			if (i >= 0)
+				lat[i] = now_us() - t1;
 		}
-		out[op * MAX_RANKS + rank] = (now_us() - t0) / iters;
+		out[(op * 2) * MAX_RANKS + rank] = (now_us() - t0) / iters;
+		out[(op * 2 + 1) * MAX_RANKS + rank] = median(lat, iters);
 	}
+	free(lat);
 	free(s.gather);
 	return 0;
+}
+
+/*
+ * Like mpirun's default --bind-to core for np <= cpus (and no binding when
+ * oversubscribed): rank r on cpu r, so the three implementations are
+ * compared under the same placement.
+ */
+static void pin_rank(unsigned int rank, unsigned int n)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	cpu_set_t set;
+
+	if (cpus <= 0 || n > (unsigned int)cpus || getenv("BP_BENCH_NO_PIN"))
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(rank, &set);
+	sched_setaffinity(0, sizeof(set), &set);
 }
 
 int main(int argc, char **argv)
@@ -187,7 +224,7 @@ int main(int argc, char **argv)
 	}
 	for (tok = strtok_r(ranks_arg, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		uint32_t n = (uint32_t)atoi(tok), r;
-		double *res = mmap(NULL, sizeof(double) * OP_COUNT * MAX_RANKS,
+		double *res = mmap(NULL, sizeof(double) * 2 * OP_COUNT * MAX_RANKS,
 				   PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 		pid_t pids[MAX_RANKS];
 		char name[64];
@@ -201,6 +238,7 @@ int main(int argc, char **argv)
 			pids[r] = fork();
 			if (pids[r] == 0) {
 				prctl(PR_SET_PDEATHSIG, SIGKILL);
+				pin_rank(r, n);
 				_exit(rank_main(name, r, n, iters, warmup, res));
 			}
 		}
@@ -218,12 +256,13 @@ int main(int argc, char **argv)
 			double sum = 0;
 
 			for (r = 0; r < n; r++)
-				sum += res[op * MAX_RANKS + r];
-			printf("RESULT impl=unix_star op=%s ranks=%u size=%zu iters=%d avg_us=%.2f\n",
-			       op_names[op], n, op_sizes[op], iters, sum / n);
+				sum += res[(op * 2) * MAX_RANKS + r];
+			printf("RESULT impl=unix_star op=%s ranks=%u size=%zu iters=%d avg_us=%.2f p50_us=%.2f\n",
+			       op_names[op], n, op_sizes[op], iters, sum / n,
+			       median(&res[(op * 2 + 1) * MAX_RANKS], (int)n));
 		}
 		fflush(stdout);
-		munmap(res, sizeof(double) * OP_COUNT * MAX_RANKS);
+		munmap(res, sizeof(double) * 2 * OP_COUNT * MAX_RANKS);
 	}
 	return 0;
 }

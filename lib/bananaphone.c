@@ -5,6 +5,7 @@
  * in bananaphone_{segment,socket,liveness,wait,ring,barrier}.c.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,7 +107,21 @@ static struct bp *bp_alloc(const char *job_id, uint32_t rank, uint32_t n_ranks)
 	bp->rank = rank;
 	bp->n = n_ranks;
 	bp->leader = rank == 0;
-	bp->spin = cpus > 0 && n_ranks <= (uint32_t)cpus && !getenv("NPROXY_BP_NO_SPIN");
+	const char *spin_us = getenv("NPROXY_BP_SPIN_US");
+	cpu_set_t mask;
+
+	/*
+	 * Spinning only pays when the peer we wait for runs on another cpu.
+	 * Unpinned, a futex wake tends to move the woken rank onto the
+	 * waker's cpu (wake-affine), and a spin there only delays the peer:
+	 * so spin by default only when this process is pinned to one cpu and
+	 * every rank can have a cpu.  NPROXY_BP_SPIN_US overrides.
+	 */
+	if (spin_us)
+		bp->spin_ns = strtoull(spin_us, NULL, 10) * 1000;
+	else if (cpus > 0 && n_ranks <= (uint32_t)cpus &&
+		 !sched_getaffinity(0, sizeof(mask), &mask) && CPU_COUNT(&mask) == 1)
+		bp->spin_ns = BP_SPIN_NS;
 	bp->state = BP_S_JOINING;
 	bp->memfd = -1;
 	bp->sock = -1;

@@ -23,7 +23,7 @@
 #define BP_SLOT_PAYLOAD		(BP_SLOT_SIZE - BP_SLOT_HDR)
 #define BP_RING_SLOTS		8
 #define BP_WAIT_SLICE_MS	10	/* longest futex sleep before a liveness poll */
-#define BP_SPIN_NS		20000	/* spin before sleeping, only if ranks <= cpus */
+#define BP_SPIN_NS		50000	/* default spin before sleeping, only if ranks <= cpus */
 #define BP_WAIT_ANY		0xffffffffu
 #define BP_MAX_CONNS		(2 * BP_MAX_RANKS)	/* join connections held at once */
 #define BP_SOCK_PREFIX		"nproxy-bp/"
@@ -138,7 +138,7 @@ struct bp {
 	uint32_t rank;
 	uint32_t n;
 	bool leader;
-	bool spin;		/* ranks <= online cpus: spin briefly before sleeping */
+	uint64_t spin_ns;	/* spin this long before sleeping (0: ranks > cpus) */
 	enum bp_state state;
 	enum nproxy_status sticky;
 	char job_id[BP_MAX_JOB_ID + 1];

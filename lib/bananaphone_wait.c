@@ -126,9 +126,9 @@ enum nproxy_status bp_wait(struct bp *bp, bp_step_fn step, void *arg, uint64_t d
 		st = bp_check_live(bp, false);
 		if (st)
 			return st;
-		if (bp->spin) {
+		if (bp->spin_ns) {
 			if (!spin_until)
-				spin_until = now + BP_SPIN_NS;
+				spin_until = now + bp->spin_ns;
 			if (now < spin_until) {
 				cpu_relax();
 				continue;
