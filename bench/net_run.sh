@@ -1,0 +1,81 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# net_run.sh: nproxy's network path vs fi_pingpong, same provider, same
+# sizes, same iteration counts, in one run (this box is noisy: compare the
+# ratios, not the absolute numbers).  One table:
+#
+#   provider  bytes  fi_pingpong usec/xfer | nproxy proxy-path usec (ratio) |
+#   engine-only usec (ratio) | MB/sec of each and ratios
+#
+# usec/xfer is one-way latency (time / 2 iters), MB/sec = 2 iters * size /
+# time, both as fi_pingpong computes them.  Latency ratio = nproxy /
+# fi_pingpong (lower is better, target <= 1.10 for small messages on shm);
+# bandwidth ratio = nproxy / fi_pingpong (target >= 0.95 at 1 MiB on shm).
+#
+#   bench/net_run.sh [providers...]     default: shm "tcp;ofi_rxm"
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+top=${NPROXY_TOP:-$(cd "$here/.." && pwd)}
+bin=${NPROXY_BUILD:-$top/build}/bench/net_pingpong
+[[ -x $bin ]] || bin=$here/net_pingpong
+command -v fi_pingpong >/dev/null || { echo "net_run.sh: fi_pingpong missing (libfabric-bin)"; exit 0; }
+[[ -x $bin ]] || { echo "net_run.sh: net_pingpong not built (make -C bench)"; exit 1; }
+
+sizes=(64 256 1024 4096 16384 65536 262144 1048576 4194304)
+providers=("$@")
+((${#providers[@]})) || providers=(shm "tcp;ofi_rxm")
+export FI_TCP_IFACE=${FI_TCP_IFACE:-lo}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+iters_for() {	# same formula as net_pingpong: <= 512 MiB per direction, 20..2000
+	local n=$(((512 << 20) / $1))
+	((n > 2000)) && n=2000
+	((n < 20)) && n=20
+	echo $n
+}
+
+# fi_pingpong PROVIDER SIZE -> "usec MBps" (client side)
+fi_pp() {
+	local prov=$1 size=$2 iters port out
+	iters=$(iters_for "$size")
+	port=$((30000 + RANDOM % 20000))
+	timeout 120 fi_pingpong -p "$prov" -e rdm -I "$iters" -S "$size" -B "$port" \
+		>"$tmp/srv" 2>&1 &
+	local spid=$!
+	for try in 1 2 3 4 5 6 7 8 9 10; do	# the server may be slow to listen
+		sleep 0.3
+		out=$(timeout 120 fi_pingpong -p "$prov" -e rdm -I "$iters" -S "$size" -P "$port" \
+			127.0.0.1 2>&1) && break
+	done
+	kill "$spid" 2>/dev/null
+	wait $spid 2>/dev/null
+	# bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec
+	awk -v s="$size" '$1 == s { print $7, $6; found=1 } END { if (!found) print "nan nan" }' <<<"$out"
+}
+
+# nproxy MODE PROVIDER -> lines "size usec MBps"
+np_pp() {
+	FI_PROVIDER=$2 timeout 600 "$bin" --mode "$1" --sizes "$(IFS=,; echo "${sizes[*]}")" 2>"$tmp/np.err" |
+		awk '$1 ~ /^[0-9]+$/ { print $1, $2, $3 }'
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a > 0) printf "%.2f", a / b; else printf "n/a" }'; }
+
+printf '%-12s %8s | %10s %10s %6s %10s %6s | %10s %10s %6s %10s %6s\n' \
+	provider bytes fi_usec proxy_usec ratio engine_usec ratio fi_MB/s proxy_MB/s ratio engine_MB/s ratio
+for prov in "${providers[@]}"; do
+	np_pp proxy "$prov" >"$tmp/proxy"
+	np_pp engine "$prov" >"$tmp/engine"
+	for size in "${sizes[@]}"; do
+		read -r fu fb < <(fi_pp "$prov" "$size")
+		read -r _ pu pb < <(awk -v s="$size" '$1 == s' "$tmp/proxy")
+		read -r _ eu eb < <(awk -v s="$size" '$1 == s' "$tmp/engine")
+		printf '%-12s %8s | %10s %10s %6s %10s %6s | %10s %10s %6s %10s %6s\n' \
+			"$prov" "$size" "$fu" "${pu:-n/a}" "$(ratio "${pu:-0}" "$fu")" \
+			"${eu:-n/a}" "$(ratio "${eu:-0}" "$fu")" "$fb" "${pb:-n/a}" \
+			"$(ratio "${pb:-0}" "$fb")" "${eb:-n/a}" "$(ratio "${eb:-0}" "$fb")"
+	done
+done
+echo "# load average: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
