@@ -85,7 +85,7 @@ static int run_launched(const struct run_opts *o, struct run_place *place)
 		free(rec);
 		return code;
 	}
-	run_progress_init(&pt.prog, o, place->proc_rank == 0 && isatty(STDERR_FILENO));
+	run_progress_init(&pt.prog, o, place->proc_rank == 0, isatty(STDERR_FILENO));
 	if (pt.prog.enabled)
 		pthread_create(&tid, NULL, progress_main, &pt);
 	code = run_job(o, place, rec);
@@ -185,7 +185,7 @@ static int run_forked(const struct run_opts *o)
 	}
 
 	/* Supervise: reap, draw progress, enforce the deadline. */
-	run_progress_init(&prog, o, isatty(STDERR_FILENO));
+	run_progress_init(&prog, o, true, isatty(STDERR_FILENO));
 	/* Ranks enforce --timeout themselves; this backstop catches a stuck one. */
 	hard_deadline = t0 + o->timeout_s + 10;
 	alive = P;

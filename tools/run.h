@@ -108,13 +108,17 @@ int run_job(const struct run_opts *o, const struct run_place *place,
 
 /* run_report.c */
 struct run_progress {
-	bool enabled;		/* on a tty and not --quiet/--json */
+	bool enabled;		/* not --quiet/--json, and this process reports */
+	bool tty;		/* a bar on a terminal, else one line per finished size */
 	bool drawn;
 	double start;
 	uint64_t total;
+	uint64_t per_size;	/* warmup + iters */
+	uint32_t sizes_reported;
+	const struct run_opts *o;
 };
 double run_now(void);
-void run_progress_init(struct run_progress *p, const struct run_opts *o, bool tty);
+void run_progress_init(struct run_progress *p, const struct run_opts *o, bool enabled, bool tty);
 void run_progress_update(struct run_progress *p, uint64_t done, const char *what);
 void run_progress_finish(struct run_progress *p);
 /* recs: n_procs records; prints the table or JSON to stdout. */

@@ -36,22 +36,40 @@ double run_busbw_factor(enum run_collective c, uint32_t world)
 
 /* ---- progress ---- */
 
-void run_progress_init(struct run_progress *p, const struct run_opts *o, bool tty)
+void run_progress_init(struct run_progress *p, const struct run_opts *o, bool enabled, bool tty)
 {
 	memset(p, 0, sizeof(*p));
-	p->enabled = tty && !o->quiet && !o->json;
+	p->enabled = enabled && !o->quiet && !o->json;
+	p->tty = tty;
 	p->start = run_now();
-	p->total = (uint64_t)o->n_sizes * (o->warmup + o->iters);
+	p->per_size = o->warmup + o->iters;
+	p->total = (uint64_t)o->n_sizes * p->per_size;
+	p->o = o;
 }
 
-/* Drawn only on a terminal, and only once the run has taken a second. */
+/*
+ * Shown only once the run has taken a second: a bar on a terminal, else a
+ * plain line per finished size (logs and pipes stay readable).
+ */
 void run_progress_update(struct run_progress *p, uint64_t done, const char *what)
 {
 	const int width = 30;
+	double elapsed = run_now() - p->start;
 	int fill;
 
-	if (!p->enabled || run_now() - p->start < 1.0 || !p->total)
+	if (!p->enabled || elapsed < 1.0 || !p->total)
 		return;
+	if (!p->tty) {
+		while (p->sizes_reported < p->o->n_sizes &&
+		       done >= (p->sizes_reported + 1) * p->per_size) {
+			fprintf(stderr, "nproxy-run: %s %llu B done (%u iterations), %.1f s\n",
+				run_coll_name(p->o->coll),
+				(unsigned long long)p->o->sizes[p->sizes_reported],
+				p->o->iters, elapsed);
+			p->sizes_reported++;
+		}
+		return;
+	}
 	fill = (int)(done * width / p->total);
 	fprintf(stderr, "\r[%.*s%*s] %3d%% %s ", fill,
 		"==============================", width - fill, "",
