@@ -112,6 +112,7 @@ struct run_progress {
 	bool tty;		/* a bar on a terminal, else one line per finished size */
 	bool drawn;
 	double start;
+	double last_draw;	/* the bar is redrawn at most 10 times a second */
 	uint64_t total;
 	uint64_t per_size;	/* warmup + iters */
 	uint32_t sizes_reported;

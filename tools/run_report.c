@@ -70,6 +70,9 @@ void run_progress_update(struct run_progress *p, uint64_t done, const char *what
 		}
 		return;
 	}
+	if (elapsed - p->last_draw < 0.1)
+		return;
+	p->last_draw = elapsed;
 	fill = (int)(done * width / p->total);
 	fprintf(stderr, "\r[%.*s%*s] %3d%% %s ", fill,
 		"==============================", width - fill, "",
