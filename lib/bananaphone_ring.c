@@ -207,12 +207,11 @@ enum nproxy_status bp_ring_collective(struct bp *bp, enum bp_op op, const void *
 				      size_t len, uint64_t sources, uint8_t **bufs,
 				      size_t *lens, uint64_t deadline_ns)
 {
-	struct bp_xfer *x = calloc(1, sizeof(*x));
-	enum nproxy_status st;
 	bool source = sources & (1ull << bp->rank);
+	struct bp_xfer xfer, *x = &xfer;
+	enum nproxy_status st;
 
-	if (!x)
-		return bp_error(bp, NPROXY_RESOURCE, "%s: out of memory", op_name(op));
+	memset(x, 0, sizeof(*x));
 	x->op = op;
 	x->op_seq = ++bp->op_seq;
 	x->sources = sources;
@@ -228,6 +227,5 @@ enum nproxy_status bp_ring_collective(struct bp *bp, enum bp_op op, const void *
 		bp->state = BP_S_BROKEN;
 		bp->sticky = st;
 	}
-	free(x);
 	return st;
 }

@@ -11,6 +11,7 @@ struct ag_arg {
 	char job[96];
 	int rounds;
 	size_t max_len;
+	bool spin;		/* exercise the spin-then-sleep path */
 };
 
 static int ag_rank(uint32_t rank, uint32_t n, void *varg)
@@ -22,6 +23,8 @@ static int ag_rank(uint32_t rank, uint32_t n, void *varg)
 	int round;
 	uint32_t r;
 
+	if (arg->spin)
+		setenv("NPROXY_BP_SPIN_US", "50", 1);
 	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
 	BP_T_CHECK(bp_rank(bp) == rank && bp_size(bp) == n, "rank/size");
 	mine = malloc(arg->max_len + 1);
@@ -53,21 +56,22 @@ static int ag_rank(uint32_t rank, uint32_t n, void *varg)
 	return 0;
 }
 
-static int run_ag(uint32_t n, int rounds, size_t max_len)
+static int run_ag(uint32_t n, int rounds, size_t max_len, bool spin)
 {
-	struct ag_arg arg = { .rounds = rounds, .max_len = max_len };
+	struct ag_arg arg = { .rounds = rounds, .max_len = max_len, .spin = spin };
 
 	bp_t_job(arg.job, sizeof(arg.job), "ag");
 	return bp_t_run(ag_rank, n, &arg, 25000);
 }
 
-TEST(allgather_1_rank) { ASSERT_EQ(0, run_ag(1, 5, 1000)); }
-TEST(allgather_2_ranks) { ASSERT_EQ(0, run_ag(2, 50, 40000)); }
-TEST(allgather_4_ranks) { ASSERT_EQ(0, run_ag(4, 30, 40000)); }
-TEST(allgather_8_ranks) { ASSERT_EQ(0, run_ag(8, 20, 20000)); }
-TEST(allgather_16_ranks) { ASSERT_EQ(0, run_ag(16, 10, 20000)); }
+TEST(allgather_1_rank) { ASSERT_EQ(0, run_ag(1, 5, 1000, false)); }
+TEST(allgather_2_ranks) { ASSERT_EQ(0, run_ag(2, 50, 40000, false)); }
+TEST(allgather_4_ranks) { ASSERT_EQ(0, run_ag(4, 30, 40000, false)); }
+TEST(allgather_8_ranks) { ASSERT_EQ(0, run_ag(8, 20, 20000, false)); }
+TEST(allgather_16_ranks) { ASSERT_EQ(0, run_ag(16, 10, 20000, false)); }
 /* Blobs several times the ring size: fragments stream through flow control. */
-TEST(allgather_large_blobs) { ASSERT_EQ(0, run_ag(4, 3, 1u << 20)); }
+TEST(allgather_large_blobs) { ASSERT_EQ(0, run_ag(4, 3, 1u << 20, false)); }
+TEST(allgather_2_ranks_spinning) { ASSERT_EQ(0, run_ag(2, 50, 40000, true)); }
 
 static int bcast_rank(uint32_t rank, uint32_t n, void *varg)
 {

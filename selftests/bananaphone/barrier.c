@@ -10,6 +10,7 @@
 struct bar_arg {
 	char job[96];
 	int rounds;
+	bool spin;		/* exercise the spin-then-sleep path */
 	volatile uint64_t *entered;	/* shared: barrier number each rank entered */
 };
 
@@ -20,6 +21,8 @@ static int barrier_rank(uint32_t rank, uint32_t n, void *varg)
 	uint32_t r;
 	int i;
 
+	if (arg->spin)
+		setenv("NPROXY_BP_SPIN_US", "50", 1);
 	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
 	for (i = 1; i <= arg->rounds; i++) {
 		enum nproxy_status st;
@@ -35,9 +38,9 @@ static int barrier_rank(uint32_t rank, uint32_t n, void *varg)
 	return 0;
 }
 
-static int run_barriers(uint32_t n, int rounds)
+static int run_barriers(uint32_t n, int rounds, bool spin)
 {
-	struct bar_arg arg = { .rounds = rounds };
+	struct bar_arg arg = { .rounds = rounds, .spin = spin };
 	int bad;
 
 	arg.entered = bp_t_shared(BP_MAX_RANKS * sizeof(uint64_t));
@@ -49,10 +52,13 @@ static int run_barriers(uint32_t n, int rounds)
 	return bad;
 }
 
-TEST(barrier_1000_2_ranks) { ASSERT_EQ(0, run_barriers(2, 1000)); }
-TEST(barrier_1000_4_ranks) { ASSERT_EQ(0, run_barriers(4, 1000)); }
-TEST(barrier_1000_8_ranks) { ASSERT_EQ(0, run_barriers(8, 1000)); }
-TEST(barrier_100_16_ranks) { ASSERT_EQ(0, run_barriers(16, 100)); }
+TEST(barrier_1000_2_ranks) { ASSERT_EQ(0, run_barriers(2, 1000, false)); }
+TEST(barrier_1000_4_ranks) { ASSERT_EQ(0, run_barriers(4, 1000, false)); }
+TEST(barrier_1000_8_ranks) { ASSERT_EQ(0, run_barriers(8, 1000, false)); }
+TEST(barrier_100_16_ranks) { ASSERT_EQ(0, run_barriers(16, 100, false)); }
+/* Spinning before sleeping (the default when pinned) must not change anything. */
+TEST(barrier_1000_2_ranks_spinning) { ASSERT_EQ(0, run_barriers(2, 1000, true)); }
+TEST(barrier_200_4_ranks_spinning) { ASSERT_EQ(0, run_barriers(4, 200, true)); }
 
 /* arrive/test: done only once everyone arrived; test never blocks. */
 static int nonblocking_rank(uint32_t rank, uint32_t n, void *varg)

@@ -1,0 +1,77 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Bananaphone benchmark: barrier and 64 B / 4 KiB all-gather latency for
+# 2, 4, 8 local ranks, side by side in one run with two baselines:
+#   unix_star  a simple Unix-socket star rendezvous (bench/bp_star.c)
+#   openmpi    Open MPI's MPI_Barrier / MPI_Allgather (bench/bp_mpi.mpi.c)
+# and one table with ratios (baseline / bananaphone: > 1 means Bananaphone
+# is faster).  Numbers, not pass/fail: this machine is shared and noisy.
+#
+#   bench/bp_run.sh [ranks=2,4,8] [iters=1000] [warmup=100]
+# Run from the source tree (uses build/bench/) or from build/bench/.
+set -u
+RANKS=${1:-2,4,8}
+ITERS=${2:-1000}
+WARMUP=${3:-100}
+here=$(cd "$(dirname "$0")" && pwd)
+if [ -x "$here/bp_bench" ]; then bin=$here; else bin=$here/../build/bench; fi
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+
+for b in bp_bench bp_star; do
+	if [ ! -x "$bin/$b" ]; then
+		echo "bp_run: $bin/$b missing (make -C bench)" >&2
+		exit 1
+	fi
+done
+
+echo "# bp_run: ranks $RANKS, $ITERS calls after $WARMUP warm-up, $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg)"
+timeout 600 "$bin/bp_bench" -r "$RANKS" -i "$ITERS" -w "$WARMUP" >>"$out" ||
+	echo "# bp_bench failed" >&2
+timeout 600 "$bin/bp_star" -r "$RANKS" -i "$ITERS" -w "$WARMUP" >>"$out" ||
+	echo "# bp_star failed" >&2
+mpi_note=""
+if [ -x "$bin/bp_mpi" ] && command -v mpirun >/dev/null; then
+	for n in ${RANKS//,/ }; do
+		# As root Open MPI needs --allow-run-as-root; --oversubscribe
+		# for more ranks than cpus (it then yields while polling).
+		timeout 600 mpirun --allow-run-as-root --oversubscribe -np "$n" \
+			"$bin/bp_mpi" -i "$ITERS" -w "$WARMUP" >>"$out" 2>/dev/null ||
+			echo "# bp_mpi failed at $n ranks" >&2
+	done
+else
+	mpi_note="openmpi: n/a (no mpicc/mpirun: install openmpi-bin libopenmpi-dev)"
+fi
+
+awk -v note="$mpi_note" '
+/^RESULT/ {
+	delete f
+	for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+	key = f["op"] "|" f["size"] "|" f["ranks"]
+	if (!(key in seen)) { seen[key] = 1; keys[nk++] = key }
+	avg[key, f["impl"]] = f["avg_us"]; p50[key, f["impl"]] = f["p50_us"]
+}
+function cell(k, impl) {
+	if ((k, impl) in avg) return sprintf("%9.2f %9.2f", avg[k, impl], p50[k, impl])
+	return sprintf("%9s %9s", "n/a", "n/a")
+}
+function ratio(k, impl, arr) {
+	if ((k, impl) in arr && (k, "bananaphone") in arr && arr[k, "bananaphone"] > 0)
+		return sprintf("%7.2fx", arr[k, impl] / arr[k, "bananaphone"])
+	return sprintf("%8s", "n/a")
+}
+END {
+	printf "%-10s %5s %5s | %-19s | %-19s | %-19s | %-17s | %-17s\n", "op", "bytes", "ranks",
+		"bananaphone", "unix_star", "openmpi", "star/bp mean p50", "mpi/bp mean p50"
+	printf "%-10s %5s %5s | %9s %9s | %9s %9s | %9s %9s |\n", "", "", "", "mean_us", "p50_us",
+		"mean_us", "p50_us", "mean_us", "p50_us"
+	for (i = 0; i < nk; i++) {
+		k = keys[i]; split(k, p, "|")
+		printf "%-10s %5s %5s | %s | %s | %s | %s %s | %s %s\n", p[1], p[2], p[3],
+			cell(k, "bananaphone"), cell(k, "unix_star"), cell(k, "openmpi"),
+			ratio(k, "unix_star", avg), ratio(k, "unix_star", p50),
+			ratio(k, "openmpi", avg), ratio(k, "openmpi", p50)
+	}
+	if (note != "") print "# " note
+}' "$out"
