@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 #include <nproxy/log.h>
 #include "handshake_internal.h"
 
@@ -39,6 +40,7 @@
 
 struct devemu {
 	struct devemu_pages pages;
+	pid_t owner;			/* the process whose thread this is */
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t work_cond;	/* to the thread: program, cancel, stop */
@@ -219,6 +221,20 @@ static void *devemu_main(void *arg)
 	return NULL;
 }
 
+/*
+ * After fork() the child has the pages but not the thread, and the lock may
+ * have been held by that thread at the fork: the child must touch neither.
+ */
+static bool inherited(const struct devemu *emu)
+{
+	if (getpid() == emu->owner)
+		return false;
+	nproxy_log(NPROXY_LOG_ERROR,
+		   "handshake: the memfd region's emulated device belongs to pid %d, not %d (inherited across fork)",
+		   (int)emu->owner, (int)getpid());
+	return true;
+}
+
 enum nproxy_status devemu_start(const struct devemu_pages *pages, struct devemu **out)
 {
 	pthread_condattr_t cattr;
@@ -231,6 +247,7 @@ enum nproxy_status devemu_start(const struct devemu_pages *pages, struct devemu 
 	if (!emu)
 		return NPROXY_RESOURCE;
 	emu->pages = *pages;
+	emu->owner = getpid();
 	emu->next_seq = 1;
 
 	pthread_condattr_init(&cattr);
@@ -264,6 +281,11 @@ void devemu_stop(struct devemu *emu)
 {
 	if (!emu)
 		return;
+	if (getpid() != emu->owner) {
+		/* Forked child: no thread to stop, a lock it must not take. */
+		free(emu);
+		return;
+	}
 	pthread_mutex_lock(&emu->lock);
 	emu->stop = true;	/* a running program ends CANCELLED ("by close") */
 	pthread_cond_broadcast(&emu->work_cond);
@@ -282,6 +304,8 @@ enum nproxy_status devemu_submit(struct devemu *emu, const struct nproxy_prog_st
 {
 	struct nproxy_prog_step *copy;
 
+	if (inherited(emu))
+		return NPROXY_INVALID_HANDLE;
 	/* Copy before taking the lock: the caller's array may go away at once. */
 	copy = malloc(sizeof(*copy) * n_steps);
 	if (!copy)
@@ -316,6 +340,8 @@ enum nproxy_status devemu_cancel(struct devemu *emu)
 	uint64_t deadline_ns = hs_now_ns() + DEVEMU_CANCEL_WAIT_NS;
 	enum nproxy_status st = NPROXY_SUCCESS;
 
+	if (inherited(emu))
+		return NPROXY_INVALID_HANDLE;
 	pthread_mutex_lock(&emu->lock);
 	if (!emu->running) {
 		pthread_mutex_unlock(&emu->lock);
@@ -343,6 +369,8 @@ enum nproxy_status devemu_wait(struct devemu *emu, int timeout_ms,
 	uint64_t deadline_ns = hs_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
 	enum nproxy_status st = NPROXY_SUCCESS;
 
+	if (inherited(emu))
+		return NPROXY_INVALID_HANDLE;
 	pthread_mutex_lock(&emu->lock);
 	if (!emu->running && !emu->finished) {
 		st = NPROXY_INVALID;

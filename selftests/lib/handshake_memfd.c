@@ -6,6 +6,7 @@
  */
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include "kselftest_harness.h"
 #include "handshake_test.h"
 
@@ -106,6 +107,47 @@ TEST_F(memfd, info_mapping_is_read_only)
 	fclose(maps);
 	ASSERT_TRUE(found);
 	EXPECT_STREQ("r--s", perms);
+}
+
+/*
+ * A forked child inherits the pages but not the emulator thread (and maybe
+ * its lock, held): device calls must refuse at once and close must not
+ * hang.  The pages themselves stay shared with the parent.
+ */
+TEST_F(memfd, forked_child_gets_clear_errors_not_a_hang)
+{
+	struct nproxy_prog_step prog[] = {
+		hs_step(NPROXY_STEP_WAIT_SEM, 0, 1, 0),
+		hs_step(NPROXY_STEP_WRITE_TRIGGER, 0, 9, 0),
+	};
+	struct nproxy_prog_result res;
+	int status;
+	pid_t pid;
+
+	/* The parent's emulator is mid-WAIT_SEM (holding its lock between polls). */
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(self->hs, prog, 2, NULL));
+	pid = fork();
+	ASSERT_GE(pid, 0);
+	if (pid == 0) {
+		int bad = 0;
+
+		alarm(10);	/* a hang becomes SIGALRM, a failure */
+		nproxy_log_set_level(NPROXY_LOG_ERROR);
+		hs_test_log_capture();
+		bad |= nproxy_hs_submit(self->hs, prog, 2, NULL) != NPROXY_INVALID_HANDLE;
+		bad |= nproxy_hs_cancel(self->hs) != NPROXY_INVALID_HANDLE;
+		bad |= nproxy_hs_wait(self->hs, 0, &res) != NPROXY_INVALID_HANDLE;
+		bad |= !hs_test_log_has("inherited across fork");
+		/* Completion back-edge from the child still reaches the parent's device. */
+		nproxy_sem_add(nproxy_hs_sem(self->hs, 0), 1);
+		nproxy_hs_close(self->hs);
+		_exit(bad ? 1 : 0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_hs_wait(self->hs, HS_TEST_WAIT_MS, &res));
+	EXPECT_EQ(9U, nproxy_trigger_load(nproxy_hs_trigger(self->hs, 0)));
 }
 
 TEST_HARNESS_MAIN
