@@ -119,6 +119,11 @@ NPROXY_API int nproxy_hs_fd(const struct nproxy_hs *hs);
 /* ---- the (emulated) device side ---- */
 
 /*
+ * After fork(), a memfd region's emulator thread stays with the parent: in
+ * the child these calls return NPROXY_INVALID_HANDLE (the pages stay shared).
+ */
+
+/*
  * Submit a device program (struct nproxy_prog_step[], <linux/nproxy.h>).
  * Both backends validate it the same way before it runs: n_steps in
  * 1..NPROXY_MAX_PROG_STEPS, known op, flags 0, index in range for the op,
