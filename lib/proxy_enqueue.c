@@ -88,6 +88,15 @@ enum nproxy_status nproxy_enq_proxy_tasks(struct nproxy_comm *comm, const struct
 		return NPROXY_INVALID;
 	}
 	memcpy(&op, in, sizeof(op));
+	if (in->sz > sizeof(op)) {
+		/* A newer caller's fields this library does not know must be zero. */
+		const unsigned char *tail = (const unsigned char *)in + sizeof(op);
+		size_t i;
+
+		for (i = 0; i < in->sz - sizeof(op); i++)
+			if (tail[i])
+				return NPROXY_INVALID;
+	}
 	rc = resolve_op(comm, &op, words, &dev);
 	if (rc != NPROXY_SUCCESS) {
 		nproxy_log(NPROXY_LOG_ERROR,
