@@ -52,7 +52,16 @@ fi_pp() {
 	kill "$spid" 2>/dev/null
 	wait $spid 2>/dev/null
 	# bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec
-	awk -v s="$size" '$1 == s { print $7, $6; found=1 } END { if (!found) print "nan nan" }' <<<"$out"
+	# (sizes print as 64, 1k, 4m: fabtests' size_str)
+	awk -v s="$size" '
+		$1 ~ /^[0-9]+[kmg]?$/ {
+			n = $1 + 0
+			if ($1 ~ /k$/) n *= 1024
+			if ($1 ~ /m$/) n *= 1048576
+			if ($1 ~ /g$/) n *= 1073741824
+			if (n == s) { print $7, $6; found = 1 }
+		}
+		END { if (!found) print "nan nan" }' <<<"$out"
 }
 
 # nproxy MODE PROVIDER -> lines "size usec MBps"

@@ -27,7 +27,7 @@
 #define NET_CQ_BATCH		16	/* entries per fi_cq_read */
 #define NET_CQ_MAX_PER_TICK	256	/* bound on one tick's draining */
 #define NET_POST_MAX_PER_TICK	64	/* bound on one tick's posting */
-#define NET_SCAN_MAX_PER_TICK	1024	/* bound on one tick's FIFO scan */
+#define NET_SCAN_MAX_PER_TICK	64	/* unposted ops looked at per tick */
 
 static void block_free(struct net_block *b);
 

@@ -10,15 +10,6 @@
 #include <nproxy/log.h>
 #include "net_priv.h"
 
-/*
- * Bananaphone is built by another part of the library; until it is linked
- * in, a bus passed by the caller is refused instead of failing the link.
- */
-#pragma weak bp_allgather
-#pragma weak bp_rank
-#pragma weak bp_size
-#pragma weak bp_strerror
-
 enum nproxy_status net_xchg_open(struct net_xchg *x, const struct nproxy_net_opts *opts,
 				 int timeout_ms)
 {
@@ -31,12 +22,6 @@ enum nproxy_status net_xchg_open(struct net_xchg *x, const struct nproxy_net_opt
 	if (opts->n_ranks == 1)
 		return NPROXY_SUCCESS;
 	if (opts->bp) {
-		if (!bp_allgather) {
-			nproxy_log(NPROXY_LOG_ERROR,
-				   "net rank %u: a bananaphone bus was given but bananaphone is not built in",
-				   opts->rank);
-			return NPROXY_UNSUPPORTED;
-		}
 		if (bp_size(opts->bp) != opts->n_ranks || bp_rank(opts->bp) != opts->rank) {
 			nproxy_log(NPROXY_LOG_ERROR,
 				   "net rank %u of %u: the bananaphone bus is rank %u of %u, not this comm",
@@ -89,7 +74,7 @@ const char *net_xchg_strerror(const struct net_xchg *x)
 {
 	if (x->rz)
 		return nproxy_rdzv_strerror(x->rz);
-	if (x->bp && bp_strerror)
+	if (x->bp)
 		return bp_strerror(x->bp);
 	return "";
 }

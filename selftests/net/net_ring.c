@@ -9,6 +9,7 @@
  *   net_ring --rank R --ranks N [--sizes a,b,c]     (env: NPROXY_ROOT_COMM_ID, FI_*)
  */
 #include "kselftest_harness.h"
+#include <nproxy/bananaphone.h>
 #include "ring_common.h"
 
 static const size_t ring_sizes[] = { 1, 4096, 4097, 1 << 20, (1 << 20) + 13, 8 << 20 };
@@ -21,6 +22,7 @@ struct ring_job {
 	int n_sizes;
 	int timeout_ms;
 	bool verbose;		/* rank mode: a line per size done */
+	bool bananaphone;	/* exchange names over bananaphone, provider auto */
 };
 
 static int ring_rank(uint32_t rank, void *arg)
@@ -34,17 +36,32 @@ static int ring_rank(uint32_t rank, void *arg)
 	enum nproxy_status st;
 	int bad = 0;
 
+	struct bp *bp = NULL;
+
 	if (job->provider) {
 		setenv("FI_PROVIDER", job->provider, 1);
 		setenv("FI_TCP_IFACE", "lo", 0);
+	}
+	if (job->bananaphone) {
+		/* Local ranks: no rendezvous address, names go over the bus. */
+		st = rank == 0 ? bp_create(job->root, job->n, &bp) :
+				 bp_connect(job->root, rank, job->n, 10000, &bp);
+		if (st) {
+			fprintf(stderr, "rank %u: bananaphone: %s\n", rank, nproxy_status_str(st));
+			return 2;
+		}
+		o.root = NULL;
+		o.bp = bp;
+		unsetenv("FI_PROVIDER");
 	}
 	st = nproxy_net_open(&o, &net);
 	if (st) {
 		fprintf(stderr, "rank %u: nproxy_net_open: %s\n", rank, nproxy_status_str(st));
 		return 2;
 	}
+	/* With bananaphone every rank is local: auto selection must pick shm. */
 	if (job->provider && strcmp(nproxy_net_provider(net), job->provider)) {
-		fprintf(stderr, "rank %u: got provider %s, asked for %s\n", rank,
+		fprintf(stderr, "rank %u: got provider %s, want %s\n", rank,
 			nproxy_net_provider(net), job->provider);
 		bad = 1;
 	}
@@ -56,6 +73,11 @@ static int ring_rank(uint32_t rank, void *arg)
 			printf("rank %u: size %zu ok\n", rank, job->sizes[i]), fflush(stdout);
 	}
 	nproxy_net_close(net);
+	if (bp) {
+		if (bp_barrier(bp, 20000))
+			bad = 1;
+		bp_cleanup(bp);
+	}
 	return bad;
 }
 
@@ -78,6 +100,20 @@ TEST(shm_2_ranks) { run_ring(_metadata, "shm", 2); }
 TEST(shm_4_ranks) { run_ring(_metadata, "shm", 4); }
 TEST(tcp_rxm_2_ranks) { run_ring(_metadata, "tcp;ofi_rxm", 2); }
 TEST(tcp_rxm_4_ranks) { run_ring(_metadata, "tcp;ofi_rxm", 4); }
+
+/* Local exchange over bananaphone, provider chosen automatically (shm). */
+TEST(bananaphone_4_ranks_auto_provider)
+{
+	struct ring_job job = { .provider = "shm", .n = 4, .sizes = ring_sizes, .n_sizes = 4,
+				.timeout_ms = 20000, .bananaphone = true };
+	int exits[4];
+
+	snprintf(job.root, sizeof(job.root), "net-ring-%d", getpid());
+	ASSERT_EQ(4, ring_fork_ranks(4, ring_rank, &job, 120000, exits)) {
+		for (uint32_t r = 0; r < 4; r++)
+			TH_LOG("rank %u exit %d", r, exits[r]);
+	}
+}
 
 /* One rank, no rendezvous: the ring degenerates, the engine still opens. */
 TEST(single_rank)
