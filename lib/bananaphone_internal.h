@@ -24,6 +24,7 @@
 #define BP_RING_SLOTS		8
 #define BP_WAIT_SLICE_MS	10	/* longest futex sleep before a liveness poll */
 #define BP_SPIN_NS		50000	/* default spin before sleeping, only if ranks <= cpus */
+#define BP_YIELDS		2	/* sched_yield()s before sleeping */
 #define BP_WAIT_ANY		0xffffffffu
 #define BP_MAX_CONNS		(2 * BP_MAX_RANKS)	/* join connections held at once */
 #define BP_SOCK_PREFIX		"nproxy-bp/"
@@ -139,6 +140,7 @@ struct bp {
 	uint32_t n;
 	bool leader;
 	uint64_t spin_ns;	/* spin this long before sleeping (0: ranks > cpus) */
+	int yields;		/* then yield the cpu this many times */
 	enum bp_state state;
 	enum nproxy_status sticky;
 	char job_id[BP_MAX_JOB_ID + 1];

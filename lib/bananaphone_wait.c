@@ -11,6 +11,8 @@
  * either the notifier sees sleeping == 1 and rings the bell (the FUTEX_WAIT
  * then returns at once), or the waiter's re-check sees the publication:
  * no wakeup is lost, and a notifier makes no syscall while nobody sleeps.
+ * Before sleeping a waiter may spin (pinned, ranks <= cpus) and then
+ * yields the cpu a couple of times.
  * Sleeps last at most BP_WAIT_SLICE_MS so that the peers' pidfds are
  * polled often enough to turn a death into an error within ~2 slices.
  */
@@ -18,6 +20,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 #include "bananaphone_internal.h"
@@ -98,6 +101,7 @@ enum nproxy_status bp_wait(struct bp *bp, bp_step_fn step, void *arg, uint64_t d
 	enum nproxy_status st;
 	enum bp_step s;
 	uint32_t wf = BP_WAIT_ANY;
+	int yields = 0;
 
 	for (;;) {
 		uint32_t bell = atomic_load(&me->bell);
@@ -109,6 +113,7 @@ enum nproxy_status bp_wait(struct bp *bp, bp_step_fn step, void *arg, uint64_t d
 			return NPROXY_SUCCESS;
 		if (s == BP_STEP_MOVED) {
 			spin_until = 0;
+			yields = 0;
 			continue;
 		}
 		now = bp_now_ns();
@@ -134,6 +139,14 @@ enum nproxy_status bp_wait(struct bp *bp, bp_step_fn step, void *arg, uint64_t d
 				continue;
 			}
 		}
+		/* More ranks than cpus: the peer we wait for is often runnable
+		 * on this very cpu; handing it the cpu beats a sleep/wake pair
+		 * (measured: half the median latency at 4 and 8 ranks on 2). */
+		if (yields < bp->yields) {
+			yields++;
+			sched_yield();
+			continue;
+		}
 		atomic_store(&me->wait_for, wf);
 		atomic_store(&me->sleeping, 1);
 		s = step(bp, arg, &wf);
@@ -149,5 +162,6 @@ enum nproxy_status bp_wait(struct bp *bp, bp_step_fn step, void *arg, uint64_t d
 		if (s == BP_STEP_DONE)
 			return NPROXY_SUCCESS;
 		spin_until = 0;
+		yields = 0;
 	}
 }
