@@ -98,6 +98,7 @@ static int rank_main(const char *job, uint32_t rank, uint32_t n, int iters, int 
 		out[(op * 2 + 1) * BP_MAX_RANKS + rank] = median(lat, iters);
 	}
 	free(lat);
+	bp_hangup(bp);
 	bp_cleanup(bp);
 	return 0;
 }

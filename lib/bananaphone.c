@@ -486,10 +486,14 @@ void bp_hangup(struct bp *bp)
 	bp->state = BP_S_HUNG_UP;
 }
 
+/*
+ * Release only: no "left" flag, so without a bp_hangup() first, peers see
+ * this rank as alive until the process exits and as dead afterwards (the
+ * abnormal-exit path wants exactly that).
+ */
 void bp_cleanup(struct bp *bp)
 {
 	if (!bp)
 		return;
-	bp_hangup(bp);
 	bp_free(bp);
 }

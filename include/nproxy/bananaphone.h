@@ -96,9 +96,18 @@ NPROXY_API uint64_t bp_barrier_next_seq(const struct bp *bp);
  */
 NPROXY_API const char *bp_strerror(const struct bp *bp);
 
-/* Leave in an orderly way: peers see NPROXY_PEER_LEFT, not a death. */
+/*
+ * Leave in an orderly way: what this rank already sent is still delivered;
+ * peers still waiting for something from it get NPROXY_PEER_LEFT, and its
+ * exit is not reported as a death.  Call it before bp_cleanup() on the
+ * normal path.
+ */
 NPROXY_API void bp_hangup(struct bp *bp);
-/* Unmap, close, free (hangs up first if needed).  NULL is a no-op. */
+/*
+ * Unmap, close, free.  NULL is a no-op.  Without bp_hangup() first, peers
+ * see this rank die (NPROXY_PEER_DEAD) once the process exits: the
+ * abnormal-exit path.
+ */
 NPROXY_API void bp_cleanup(struct bp *bp);
 
 #ifdef __cplusplus

@@ -52,7 +52,7 @@ static int ag_rank(uint32_t rank, uint32_t n, void *varg)
 	}
 	free(mine);
 	free(want);
-	bp_cleanup(bp);
+	bp_t_leave(bp);
 	return 0;
 }
 
@@ -97,7 +97,7 @@ static int bcast_rank(uint32_t rank, uint32_t n, void *varg)
 		free(got);
 	}
 	free(want);
-	bp_cleanup(bp);
+	bp_t_leave(bp);
 	return 0;
 }
 
@@ -131,7 +131,7 @@ static int mismatch_rank(uint32_t rank, uint32_t n, void *varg)
 		BP_T_CHECK(strstr(bp_strerror(bp), "different orders"), "text: %s",
 			   bp_strerror(bp));
 	}
-	bp_cleanup(bp);
+	bp_t_leave(bp);
 	return 0;
 }
 

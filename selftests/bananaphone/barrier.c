@@ -34,7 +34,7 @@ static int barrier_rank(uint32_t rank, uint32_t n, void *varg)
 			BP_T_CHECK(__atomic_load_n(&arg->entered[r], __ATOMIC_SEQ_CST) >= (uint64_t)i,
 				   "left barrier %d before rank %u entered it", i, r);
 	}
-	bp_cleanup(bp);
+	bp_t_leave(bp);
 	return 0;
 }
 
@@ -103,7 +103,7 @@ static int nonblocking_rank(uint32_t rank, uint32_t n, void *varg)
 		__atomic_store_n(&arg->entered[rank], seq + 1, __ATOMIC_SEQ_CST);
 		i++;
 	}
-	bp_cleanup(bp);
+	bp_t_leave(bp);
 	return 0;
 }
 
@@ -135,7 +135,7 @@ static int early_arrive_rank(uint32_t rank, uint32_t n, void *varg)
 			usleep(500);
 	}
 	BP_T_CHECK(done, "never done");
-	bp_cleanup(bp);
+	bp_t_leave(bp);
 	return 0;
 }
 
@@ -177,7 +177,7 @@ static int retry_rank(uint32_t rank, uint32_t n, void *varg)
 		   (unsigned long long)bp_barrier_next_seq(bp));
 	BP_T_CHECK(bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "third: %s",
 		   bp_strerror(bp));
-	bp_cleanup(bp);
+	bp_t_leave(bp);
 	return 0;
 }
 

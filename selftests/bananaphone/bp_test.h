@@ -152,6 +152,13 @@ static inline enum nproxy_status bp_t_join(const char *job, uint32_t rank, uint3
 	return st;
 }
 
+/* The normal way out: orderly hangup, then release. */
+static inline void bp_t_leave(struct bp *bp)
+{
+	bp_hangup(bp);
+	bp_cleanup(bp);
+}
+
 static inline int bp_t_count_fds(void)
 {
 	DIR *d = opendir("/proc/self/fd");

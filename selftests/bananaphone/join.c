@@ -38,7 +38,7 @@ static int tagged_rank(uint32_t rank, uint32_t n, void *varg)
 	free(all);
 	BP_T_CHECK(bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier: %s",
 		   bp_strerror(bp));
-	bp_cleanup(bp);
+	bp_t_leave(bp);
 	return 0;
 }
 
@@ -149,7 +149,7 @@ static int missing_rank(uint32_t rank, uint32_t n, void *varg)
 	/* Not sticky: the join goes on once rank 2 shows up. */
 	st = bp_barrier(bp, BP_T_TIMEOUT_MS);
 	BP_T_CHECK(st == NPROXY_SUCCESS, "barrier: %s", bp_strerror(bp));
-	bp_cleanup(bp);
+	bp_t_leave(bp);
 	return 0;
 }
 
@@ -175,7 +175,7 @@ static int dup_rank(uint32_t idx, uint32_t n, void *varg)
 		bp_t_sleep_ms(200);	/* both rank-1 claims are in before the job completes */
 	BP_T_CHECK(bp_t_join(arg->job, rank, 3, &bp) == NPROXY_SUCCESS, "join");
 	st = bp_barrier(bp, BP_T_TIMEOUT_MS);
-	bp_cleanup(bp);
+	bp_t_leave(bp);
 	if (st == NPROXY_BUSY && rank == 1)
 		return 42;	/* refused: the test counts exactly one */
 	BP_T_CHECK(st == NPROXY_SUCCESS, "barrier: %s", nproxy_status_str(st));
@@ -243,7 +243,7 @@ static int badarg_rank(uint32_t rank, uint32_t n, void *varg)
 	free(all);
 	bp_hangup(bp);
 	BP_T_CHECK(bp_barrier(bp, 1000) == NPROXY_INVALID, "barrier after own hangup");
-	bp_cleanup(bp);
+	bp_t_leave(bp);
 	return 0;
 }
 

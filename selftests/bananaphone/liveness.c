@@ -57,7 +57,7 @@ static int stream_rank(uint32_t rank, uint32_t n, void *varg)
 	snprintf(rep->text, sizeof(rep->text), "%s", bp_strerror(bp));
 	/* A dead peer is sticky: the next call says the same. */
 	BP_T_CHECK(bp_barrier(bp, 1000) == st, "second call differs");
-	bp_cleanup(bp);
+	bp_t_leave(bp);
 	free(blob);
 	rep->fds_after = bp_t_count_fds();
 	return 0;
@@ -149,7 +149,7 @@ static int early_rank(uint32_t rank, uint32_t n, void *varg)
 	rep->status = bp_barrier(bp, 10000);
 	rep->err_ms = bp_t_now_ms();
 	snprintf(rep->text, sizeof(rep->text), "%s", bp_strerror(bp));
-	bp_cleanup(bp);
+	bp_t_leave(bp);
 	rep->fds_after = bp_t_count_fds();
 	return 0;
 }
@@ -215,7 +215,7 @@ static int hangup_rank(uint32_t rank, uint32_t n, void *varg)
 	free(all);
 	if (rank == n - 1) {
 		bp_hangup(bp);
-		bp_cleanup(bp);
+		bp_t_leave(bp);
 		return 0;	/* and exit: must still read as "left", not "dead" */
 	}
 	bp_t_sleep_ms(200);
@@ -223,7 +223,7 @@ static int hangup_rank(uint32_t rank, uint32_t n, void *varg)
 		bp_barrier(bp, BP_T_TIMEOUT_MS) :
 		bp_allgather(bp, "b", 1, &all, lens, offs, BP_T_TIMEOUT_MS);
 	snprintf(arg->rep[rank].text, sizeof(arg->rep[rank].text), "%s", bp_strerror(bp));
-	bp_cleanup(bp);
+	bp_t_leave(bp);
 	arg->rep[rank].fds_after = bp_t_count_fds();
 	return 0;
 }
@@ -269,7 +269,8 @@ static int bcast_then_leave(uint32_t rank, uint32_t n, void *varg)
 		   "bcast: %s", bp_strerror(bp));
 	BP_T_CHECK(len == sizeof(msg) && !memcmp(out, msg, len), "wrong bcast data");
 	free(out);
-	bp_cleanup(bp);
+	bp_hangup(bp);
+	bp_t_leave(bp);
 	return 0;
 }
 
@@ -280,6 +281,41 @@ TEST(data_before_hangup_delivered)
 	ASSERT_NE(NULL, arg);
 	bp_t_job(arg->job, sizeof(arg->job), "dh");
 	ASSERT_EQ(0, bp_t_run(bcast_then_leave, 3, arg, 15000));
+	munmap(arg, sizeof(*arg));
+}
+
+/* bp_cleanup() without bp_hangup() is the abnormal exit: peers see a death. */
+static int cleanup_only_rank(uint32_t rank, uint32_t n, void *varg)
+{
+	struct hang_arg *arg = varg;
+	struct bp *bp;
+
+	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
+	BP_T_CHECK(bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier");
+	if (rank == 1) {
+		bp_cleanup(bp);
+		return 0;	/* exits without hanging up */
+	}
+	arg->rep[rank].status = bp_barrier(bp, BP_T_TIMEOUT_MS);
+	snprintf(arg->rep[rank].text, sizeof(arg->rep[rank].text), "%s", bp_strerror(bp));
+	bp_t_leave(bp);
+	return 0;
+}
+
+TEST(cleanup_without_hangup_is_a_death)
+{
+	struct hang_arg *arg = bp_t_shared(sizeof(*arg));
+	uint32_t r;
+
+	ASSERT_NE(NULL, arg);
+	bp_t_job(arg->job, sizeof(arg->job), "co");
+	ASSERT_EQ(0, bp_t_run(cleanup_only_rank, 3, arg, 15000));
+	for (r = 0; r < 3; r += 2) {
+		EXPECT_EQ(NPROXY_PEER_DEAD, arg->rep[r].status) {
+			TH_LOG("rank %u: %s", r, arg->rep[r].text);
+		}
+		EXPECT_NE(NULL, strstr(arg->rep[r].text, "rank 1 (pid"));
+	}
 	munmap(arg, sizeof(*arg));
 }
 
@@ -306,7 +342,7 @@ static int nb_dead_rank(uint32_t rank, uint32_t n, void *varg)
 	}
 	arg->rep[rank].status = st;
 	snprintf(arg->rep[rank].text, sizeof(arg->rep[rank].text), "%s", bp_strerror(bp));
-	bp_cleanup(bp);
+	bp_t_leave(bp);
 	return 0;
 }
 

@@ -108,7 +108,7 @@ static int job_rank(uint32_t rank, uint32_t n, void *varg)
 	free(all);
 	for (i = 0; i < 20; i++)
 		BP_T_CHECK(bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier %d", i);
-	bp_cleanup(bp);
+	bp_t_leave(bp);
 	if (rank == 0)
 		arg->leader_fds_after = bp_t_count_fds();
 	return 0;
@@ -393,7 +393,7 @@ static int busy_job_rank(uint32_t rank, uint32_t n, void *varg)
 		if (stop)
 			break;
 	}
-	bp_cleanup(bp);
+	bp_t_leave(bp);
 	return 0;
 }
 
