@@ -107,7 +107,8 @@ tsan:
 
 bench: deps
 	+@$(SUBMAKE) all
-	@if [ -x bench/run ]; then exec bench/run; \
+	+@if [ -x bench/run ]; then exec bench/run; \
+	elif [ -n "$(call have,bench)" ] && grep -q '^run:' bench/Makefile; then $(SUBMAKE) -C bench run; \
 	else echo "make bench: no bench/run yet (the bench issue adds it); nothing to measure"; fi
 
 install: lib tools
