@@ -65,18 +65,30 @@ else
 	for ns in "$ns_a" "$ns_b"; do ip -n "$ns" link set lo up; done
 	ip -n "$ns_a" link set va-$$ up
 	ip -n "$ns_b" link set vb-$$ up
-	pids=()
-	for r in 0 1; do
-		ns=$ns_a; dev=va-$$
-		((r == 1)) && ns=$ns_b && dev=vb-$$
-		ip netns exec "$ns" env NPROXY_RANK=$r NPROXY_WORLD_SIZE=2 NPROXY_LOCAL_RANK=0 \
-			NPROXY_LOCAL_SIZE=1 NPROXY_ROOT_COMM_ID=10.231.0.1:29500 FI_TCP_IFACE=$dev \
-			timeout 120 "$RUN" --provider 'tcp;ofi_rxm' --size 16K,256K --iters 3 \
-			--warmup 1 --timeout 90 >"$tmp/ns.$r" 2>&1 &
-		pids+=($!)
-	done
-	rcs=
-	for p in "${pids[@]}"; do wait "$p"; rcs+=" $?"; done
+	# run_ns_pair: both ranks, one per namespace; sets rcs.
+	run_ns_pair() {
+		local r ns dev p
+		pids=()
+		for r in 0 1; do
+			ns=$ns_a; dev=va-$$
+			((r == 1)) && ns=$ns_b && dev=vb-$$
+			ip netns exec "$ns" env NPROXY_RANK=$r NPROXY_WORLD_SIZE=2 NPROXY_LOCAL_RANK=0 \
+				NPROXY_LOCAL_SIZE=1 NPROXY_ROOT_COMM_ID=10.231.0.1:29500 FI_TCP_IFACE=$dev \
+				timeout 120 "$RUN" --provider 'tcp;ofi_rxm' --size 16K,256K --iters 3 \
+				--warmup 1 --timeout 60 >"$tmp/ns.$r" 2>&1 &
+			pids+=($!)
+		done
+		rcs=
+		for p in "${pids[@]}"; do wait "$p"; rcs+=" $?"; done
+	}
+	run_ns_pair
+	# Known engine issue (reported): on tcp;ofi_rxm across namespaces the
+	# first host-barrier send sometimes fails with EINVAL while rxm is still
+	# connecting.  Retry that one failure once, visibly; anything else fails.
+	if [[ $rcs != " 0 0" ]] && grep -q "host barrier: send to rank 0: Invalid argument" "$tmp"/ns.*; then
+		tap_diag "first attempt hit the rxm connect race (EINVAL on the host barrier send); retrying once"
+		run_ns_pair
+	fi
 	if [[ $rcs == " 0 0" ]] && grep -Eq "^ +256K +3 .* OK +1$" "$tmp/ns.0"; then
 		tap_ok "two namespaces over veth: 2 ranks, verified"
 	else
