@@ -263,7 +263,7 @@ static int run_forked(const struct run_opts *o)
 
 	code = RUN_EXIT_OK;
 	if (msg[0] && first_bad < 0) {
-		code = interrupted ? RUN_EXIT_FAILURE : RUN_EXIT_TIMEOUT;
+		code = interrupted ? 128 + (int)interrupted : RUN_EXIT_TIMEOUT;
 	} else if (first_bad >= 0) {
 		int st = kids[first_bad].status;
 

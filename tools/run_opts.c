@@ -51,7 +51,7 @@ void run_usage(FILE *f)
 "  -V, --version              version\n"
 "\n"
 "Exit status: 0 ok, 1 verification error, 2 usage, 3 timeout, 4 a rank died,\n"
-"5 setup/library failure.  See nproxy-run(1).\n");
+"5 setup/library failure, 128+N interrupted by signal N.  See nproxy-run(1).\n");
 }
 
 static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
