@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,6 +24,7 @@
 #define ADAPTIVE_SPIN_TICKS	256u
 #define ADAPTIVE_YIELD_TICKS	256u
 #define ADAPTIVE_SLEEP_NS	50000L
+#define ADAPTIVE_TIMER_SLACK_NS	1000UL
 /* The cv wait is woken by append/destroy; the timeout is only a safety net. */
 #define CV_SAFETY_TIMEOUT_S	1
 
@@ -263,6 +265,10 @@ static void *queue_worker(void *arg)
 	rc = pthread_setname_np(pthread_self(), name);
 	if (rc)
 		nproxy_log(NPROXY_LOG_WARN, "Cannot set thread name: %d", rc);
+	/* The adaptive policy's bound is one short sleep: keep the kernel's
+	 * default 50 us timer slack from doubling it. */
+	if (q->idle_policy == NPROXY_IDLE_ADAPTIVE)
+		prctl(PR_SET_TIMERSLACK, ADAPTIVE_TIMER_SLACK_NS);
 	pthread_mutex_lock(&q->mtx);
 	__atomic_store_n(&q->tid, tid, __ATOMIC_RELEASE);
 	pthread_cond_broadcast(&q->cv);
