@@ -8,6 +8,10 @@
  */
 #include <sys/mman.h>
 #include "kselftest_harness.h"
+/* Multi-process tests on a shared 2-CPU box: each test bounds its ranks
+ * itself (ring_fork_ranks); the harness's 30 s default is too tight. */
+#undef TEST_TIMEOUT_DEFAULT
+#define TEST_TIMEOUT_DEFAULT 240
 #include "ring_common.h"
 
 static struct nproxy_net *open_single(struct __test_metadata *_metadata)

@@ -23,6 +23,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <nproxy/handshake.h>
 #include <nproxy/net.h>
@@ -320,7 +321,9 @@ static inline int ring_fork_ranks(uint32_t n, int (*fn)(uint32_t rank, void *arg
 	for (uint32_t r = 0; r < n; r++) {
 		pids[r] = fork();
 		if (pids[r] == 0) {
-			alarm((unsigned)(timeout_ms / 1000 + 5));	/* never outlive the test */
+			/* Never outlive the test: not its deadline, not its death. */
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			alarm((unsigned)(timeout_ms / 1000 + 5));
 			_exit(fn(r, arg));
 		}
 		exits[r] = -1;
