@@ -9,6 +9,11 @@
  * bp_mpi (Open MPI) and prints the table.
  *
  *   bp_bench [-r 2,4,8] [-i iters] [-w warmup]
+ *   bp_bench -d [-r 2,4,8] [-i kills]
+ *
+ * -d measures death detection instead: ranks stream barriers, the last
+ * rank is SIGKILLed, and every survivor's time from kill() to its
+ * NPROXY_PEER_DEAD is recorded ("op=detect_death", over `kills` kills).
  */
 #include <sched.h>
 #include <signal.h>
@@ -21,6 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <nproxy/bananaphone.h>
+#include <nproxy/log.h>
+#include <nproxy/status.h>
 
 enum op { OP_BARRIER, OP_AG64, OP_AG4K, OP_COUNT };
 static const char *const op_names[OP_COUNT] = { "barrier", "allgather", "allgather" };
@@ -120,13 +127,99 @@ static void pin_rank(unsigned int rank, unsigned int n)
 	sched_setaffinity(0, sizeof(set), &set);
 }
 
+struct detect_page {
+	double kill_us;
+	uint64_t rounds[BP_MAX_RANKS];
+	double err_us[BP_MAX_RANKS];
+	int status[BP_MAX_RANKS];
+};
+
+static int detect_rank(const char *job, uint32_t rank, uint32_t n, struct detect_page *pg)
+{
+	enum nproxy_status st;
+	struct bp *bp;
+
+	if ((rank ? bp_connect(job, rank, n, 10000, &bp) : bp_create(job, n, &bp)) != NPROXY_SUCCESS)
+		return 1;
+	do {
+		st = bp_barrier(bp, 20000);
+		__atomic_store_n(&pg->rounds[rank], pg->rounds[rank] + 1, __ATOMIC_RELEASE);
+	} while (st == NPROXY_SUCCESS);
+	pg->err_us[rank] = now_us();
+	pg->status[rank] = st;
+	bp_hangup(bp);
+	bp_cleanup(bp);
+	return 0;
+}
+
+/* Kill the last rank while everyone streams barriers; collect latencies. */
+static int detect(uint32_t n, int kills)
+{
+	double *lat = malloc(sizeof(double) * (size_t)kills * n), sum = 0, max = 0;
+	struct detect_page *pg = mmap(NULL, sizeof(*pg), PROT_READ | PROT_WRITE,
+				      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	int k, nlat = 0;
+
+	if (!lat || pg == MAP_FAILED)
+		return 1;
+	for (k = 0; k < kills; k++) {
+		pid_t pids[BP_MAX_RANKS];
+		char job[64];
+		uint32_t r;
+		int spins;
+
+		memset(pg, 0, sizeof(*pg));
+		snprintf(job, sizeof(job), "bench-death-%d-%u-%d", (int)getpid(), n, k);
+		fflush(NULL);
+		for (r = 0; r < n; r++) {
+			pids[r] = fork();
+			if (pids[r] == 0) {
+				prctl(PR_SET_PDEATHSIG, SIGKILL);
+				pin_rank(r, n);
+				_exit(detect_rank(job, r, n, pg));
+			}
+		}
+		for (spins = 0; spins < 10000 &&
+		     __atomic_load_n(&pg->rounds[n - 1], __ATOMIC_ACQUIRE) < 100; spins++)
+			usleep(1000);
+		pg->kill_us = now_us();
+		kill(pids[n - 1], SIGKILL);
+		for (r = 0; r < n; r++)
+			waitpid(pids[r], NULL, 0);
+		for (r = 0; r + 1 < n; r++) {
+			if (pg->status[r] != NPROXY_PEER_DEAD) {
+				fprintf(stderr, "bp_bench: rank %u ended with %s\n", r,
+					nproxy_status_str(pg->status[r]));
+				return 1;
+			}
+			lat[nlat++] = pg->err_us[r] - pg->kill_us;
+		}
+	}
+	for (k = 0; k < nlat; k++) {
+		sum += lat[k];
+		if (lat[k] > max)
+			max = lat[k];
+	}
+	printf("RESULT impl=bananaphone op=detect_death ranks=%u size=0 iters=%d avg_us=%.0f p50_us=%.0f max_us=%.0f\n",
+	       n, kills, sum / nlat, median(lat, nlat), max);
+	fflush(stdout);
+	munmap(pg, sizeof(*pg));
+	free(lat);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	char ranks_arg[128] = "2,4,8", *tok, *save = NULL;
-	int iters = 2000, warmup = 200, c;
+	int iters = 2000, warmup = 200, c, death = 0;
 
-	while ((c = getopt(argc, argv, "r:i:w:")) != -1) {
-		if (c == 'r')
+	/* Failures are the point of -d; keep the library's warnings out. */
+	nproxy_log_set_level(NPROXY_LOG_ERROR);
+
+	while ((c = getopt(argc, argv, "dr:i:w:")) != -1) {
+		if (c == 'd')
+			death = 1;
+		else if (c == 'r')
 			snprintf(ranks_arg, sizeof(ranks_arg), "%s", optarg);
 		else if (c == 'i')
 			iters = atoi(optarg);
@@ -145,6 +238,11 @@ int main(int argc, char **argv)
 
 		if (n < 2 || n > BP_MAX_RANKS || res == MAP_FAILED)
 			return 2;
+		if (death) {
+			if (detect(n, iters))
+				return 1;
+			continue;
+		}
 		snprintf(job, sizeof(job), "bench-%d-%u", (int)getpid(), n);
 		fflush(NULL);
 		for (r = 0; r < n; r++) {

@@ -44,6 +44,10 @@ else
 	mpi_note="openmpi: n/a (no mpicc/mpirun: install openmpi-bin libopenmpi-dev)"
 fi
 
+# Death detection (the issue's bound: 100 ms): survivors' time from the
+# SIGKILL of the last rank to their NPROXY_PEER_DEAD, over 5 kills.
+death=$(timeout 300 "$bin/bp_bench" -d -r "$RANKS" -i 5) || echo "# bp_bench -d failed" >&2
+
 awk -v note="$mpi_note" '
 /^RESULT/ {
 	delete f
@@ -75,3 +79,10 @@ END {
 	}
 	if (note != "") print "# " note
 }' "$out"
+echo
+echo "death detection (bananaphone): time from SIGKILL of one rank to every survivor's NPROXY_PEER_DEAD"
+echo "$death" | awk '/^RESULT/ {
+	for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+	printf "  %2s ranks: mean %6.1f ms  median %6.1f ms  max %6.1f ms  (%s kills)\n", f["ranks"],
+		f["avg_us"] / 1000, f["p50_us"] / 1000, f["max_us"] / 1000, f["iters"]
+}'

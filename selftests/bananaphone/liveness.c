@@ -9,9 +9,13 @@
 #include "kselftest_harness.h"
 #include "bp_test.h"
 
-/* Generous against a loaded 2-core box and sanitizers; the design bound
- * is 2 * BP_WAIT_SLICE_MS, the measured value is printed. */
-#define DETECT_BOUND_MS 1000
+/*
+ * Proves the pidfd path fired, not the 20 s collective timeout; loose
+ * because a sanitizer build on a loaded 2-cpu box can stall a rank for
+ * seconds.  The latency itself (design: ~2 * BP_WAIT_SLICE_MS) is measured
+ * by the benchmark (bench/bp_bench -d) and printed here.
+ */
+#define DETECT_BOUND_MS 5000
 
 struct report {
 	int status;
