@@ -96,9 +96,9 @@ static int run_launched(const struct run_opts *o, struct run_place *place)
 	if (code)
 		fprintf(stderr, "nproxy-run: %s\n", rec->error[0] ? rec->error : "failed");
 	/* Rank 0 reports what its process measured (ranks time the same ops). */
-	if (place->proc_rank == 0) {
+	if (place->proc_rank == 0 &&
+	    (code == RUN_EXIT_OK || code == RUN_EXIT_VERIFY || o->json)) {
 		recs[0] = rec;
-		place->n_procs = place->n_procs;
 		run_report(o, place, recs, 1, code, rec->error, run_now() - t0);
 	}
 	free(rec);

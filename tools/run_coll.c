@@ -28,11 +28,13 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <nproxy/bananaphone.h>
@@ -41,6 +43,10 @@
 #include <nproxy/net.h>
 #include <nproxy/proxy.h>
 #include "run.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
 
 #define SEM_OF_STEP(s)	(1 + (s))	/* sem 0 is left unused */
 
@@ -71,6 +77,13 @@ struct rank_ctx {
 	uint64_t sem_expect[RUN_MAX_RANKS + 1];
 	bool sem_used[RUN_MAX_RANKS + 1];
 	uint64_t ctx, exec_id;
+
+	/* Local peers in other processes, from the bus: a death is seen at
+	 * once instead of at the engine's no-progress deadline. */
+	uint32_t n_peers;
+	uint32_t peer_rank[RUN_MAX_RANKS];
+	int peer_pid[RUN_MAX_RANKS];
+	int peer_pidfd[RUN_MAX_RANKS];
 
 	int rc;			/* run_exit of the setup/teardown thread */
 	char err[400];
@@ -123,6 +136,96 @@ static int remaining_ms(double deadline)
 
 /* ---------------------------------------------------------------- setup */
 
+struct pid_rec {
+	uint32_t rank;
+	int32_t pid;
+};
+
+/* All-gather (global rank, pid) over the bus; watch every other process. */
+static enum nproxy_status exchange_pids(struct rank_ctx *rc)
+{
+	struct pid_rec me = { .rank = rc->rank, .pid = getpid() };
+	size_t lens[RUN_MAX_RANKS], offs[RUN_MAX_RANKS];
+	enum nproxy_status st;
+	void *all = NULL;
+
+	st = bp_allgather(rc->bp, &me, sizeof(me), &all, lens, offs, remaining_ms(rc->deadline));
+	if (st != NPROXY_SUCCESS) {
+		snprintf(rc->err, sizeof(rc->err), "rank %u: bananaphone pid exchange: %s (%s)",
+			 rc->rank, nproxy_status_str(st), bp_strerror(rc->bp));
+		return st;
+	}
+	for (uint32_t b = 0; b < rc->bus_size && b < RUN_MAX_RANKS; b++) {
+		struct pid_rec peer;
+
+		if (lens[b] != sizeof(peer))
+			continue;
+		memcpy(&peer, (char *)all + offs[b], sizeof(peer));
+		if (peer.pid == me.pid)
+			continue;
+		rc->peer_pidfd[rc->n_peers] = (int)syscall(SYS_pidfd_open, peer.pid, 0);
+		if (rc->peer_pidfd[rc->n_peers] < 0)
+			continue;	/* already gone: the first wait reports it */
+		rc->peer_rank[rc->n_peers] = peer.rank;
+		rc->peer_pid[rc->n_peers] = peer.pid;
+		rc->n_peers++;
+	}
+	free(all);
+	return NPROXY_SUCCESS;
+}
+
+/* Index of a local peer process that has exited, or -1. */
+static int dead_peer(const struct rank_ctx *rc)
+{
+	struct pollfd pfd[RUN_MAX_RANKS];
+
+	for (uint32_t i = 0; i < rc->n_peers; i++)
+		pfd[i] = (struct pollfd){ .fd = rc->peer_pidfd[i], .events = POLLIN };
+	if (!rc->n_peers || poll(pfd, rc->n_peers, 0) <= 0)
+		return -1;
+	for (uint32_t i = 0; i < rc->n_peers; i++)
+		if (pfd[i].revents)
+			return (int)i;
+	return -1;
+}
+
+/*
+ * Wait for one task's status like nproxy_wait_status(), but also watch the
+ * local peer processes: a dead peer ends the wait at once.
+ */
+static enum nproxy_status wait_task(struct rank_ctx *rc, enum nproxy_task_type type,
+				    int timeout_ms, int *dead)
+{
+	double until = run_now() + timeout_ms / 1000.0, next_check = 0;
+	long sleep_ns = 1000;
+	enum nproxy_status st, rcode;
+	bool done;
+
+	*dead = -1;
+	for (;;) {
+		rcode = nproxy_check_status(rc->comm, rc->ctx, type, &done, &st);
+		if (rcode != NPROXY_SUCCESS)
+			return rcode;
+		if (done)
+			return st;
+		if (run_now() >= next_check) {
+			*dead = dead_peer(rc);
+			if (*dead >= 0)
+				return NPROXY_PEER_DEAD;
+			next_check = run_now() + 0.02;
+		}
+		if (run_now() >= until)
+			return NPROXY_TIMEOUT;
+		{
+			struct timespec ts = { 0, sleep_ns };
+
+			nanosleep(&ts, NULL);
+		}
+		if (sleep_ns < 256000)
+			sleep_ns *= 2;
+	}
+}
+
 static void *setup_rank(void *arg)
 {
 	struct rank_ctx *rc = arg;
@@ -148,6 +251,8 @@ static void *setup_rank(void *arg)
 				 rc->rank, rc->bus_rank ? "connect to" : "create", rc->place->job_id,
 				 nproxy_status_str(st));
 		}
+		if (st == NPROXY_SUCCESS)
+			st = exchange_pids(rc);
 		if (st != NPROXY_SUCCESS) {
 			rc->rc = status_exit(st) == RUN_EXIT_USAGE ? RUN_EXIT_FAILURE : status_exit(st);
 			return NULL;
@@ -238,6 +343,9 @@ static void *teardown_rank(void *arg)
 	free(rc->data);
 	free(rc->scratch);
 	rc->data = rc->scratch = NULL;
+	for (uint32_t i = 0; i < rc->n_peers; i++)
+		close(rc->peer_pidfd[i]);
+	rc->n_peers = 0;
 	return NULL;
 }
 
@@ -520,7 +628,19 @@ static int op_finish(struct rank_ctx *rc, double deadline)
 	for (int i = 0; i < 2; i++) {
 		int ms = remaining_ms(deadline);
 
-		st = ms ? nproxy_wait_status(rc->comm, rc->ctx, types[i], (uint32_t)ms) : NPROXY_TIMEOUT;
+		/* After a failure only look briefly: comm_free aborts the rest. */
+		if (code != RUN_EXIT_OK && ms > 1000)
+			ms = 1000;
+
+		int dead = -1;
+
+		st = ms ? wait_task(rc, types[i], ms, &dead) : NPROXY_TIMEOUT;
+		if (dead >= 0 && code == RUN_EXIT_OK) {
+			code = fail(RUN_EXIT_DEAD,
+				    "rank %u: peer rank %u (pid %d) died during op %" PRIu64,
+				    rc->rank, rc->peer_rank[dead], rc->peer_pid[dead], rc->exec_id);
+			continue;
+		}
 		if (st != NPROXY_SUCCESS && code == RUN_EXIT_OK) {
 			code = fail(status_exit(st) == RUN_EXIT_USAGE ? RUN_EXIT_FAILURE : status_exit(st),
 				    "rank %u: %s task of op %" PRIu64 " failed: %s%s%s%s", rc->rank,

@@ -77,6 +77,27 @@ else
 	tap_fail "killed process of 2 ranks" "exit $rc" "$out"
 fi
 
+# Under a launcher there is no supervisor: the survivor sees its local
+# peer's pidfd and stops at once instead of at the engine's deadline.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+start=$SECONDS
+for r in 0 1; do
+	env -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID -u PMIX_RANK NPROXY_RUN_KILL=1:3 \
+		NPROXY_RANK=$r NPROXY_WORLD_SIZE=2 NPROXY_LOCAL_RANK=$r NPROXY_LOCAL_SIZE=2 \
+		NPROXY_ROOT_COMM_ID=127.0.0.1:$port timeout 120 "$RUN" --size 4K --iters 50 \
+		--warmup 1 --timeout 90 >"$tmp/launched.$r" 2>&1 &
+	pids[r]=$!
+done
+wait "${pids[0]}"; rc0=$?
+{ wait "${pids[1]}"; } 2>/dev/null; rc1=$?
+took=$((SECONDS - start))
+if ((rc0 == 4 && rc1 == 137)) && ((took < 30)) &&
+   grep -Eq "^nproxy-run: rank 0: peer rank 1 \(pid [0-9]+\) died during op [0-9]+$" "$tmp/launched.0"; then
+	tap_ok "launched, peer killed: survivor exits 4 naming rank 1 after ${took} s"
+else
+	tap_fail "launched, peer killed: survivor exits 4" "exit $rc0 / $rc1 after $took s" "$(cat "$tmp"/launched.*)"
+fi
+
 # ---- timeout: the device reaches the net stage only after 5 s, --timeout 2
 mark=timeout-$$
 start=$SECONDS
