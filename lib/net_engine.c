@@ -459,6 +459,7 @@ static enum nproxy_status post_block(struct nproxy_net *net, struct net_block *b
 			/* Provider queue full: reap completions, retry next tick. */
 			if (!b->eagain_since_ms)
 				b->eagain_since_ms = net_now_ms();
+			b->eagain_op = i;
 			return net_drain_cq(net, moved);
 		}
 		if (rc) {
@@ -492,8 +493,11 @@ static enum nproxy_status check_deadlines(struct nproxy_net *net, struct net_blo
 		return NPROXY_SUCCESS;
 	net->last_deadline_check_ms = now;
 	if (b->eagain_since_ms && now - b->eagain_since_ms > net->timeout_ms) {
-		net_set_err(net, "stream %u bb %u: provider refused posts (-FI_EAGAIN) for %d ms",
-			    b->stream, b->bb, net->timeout_ms);
+		const struct nproxy_net_op *op = &b->fifos.ops[b->eagain_op];
+
+		net_set_err(net, "stream %u bb %u op %u: %s rank %u (%u bytes): provider refused the post (-FI_EAGAIN) for %d ms: peer dead or unreachable",
+			    b->stream, b->bb, b->eagain_op, op_kind(op), op->peer, op->len,
+			    net->timeout_ms);
 		return fail(net, NPROXY_TIMEOUT);
 	}
 	if (!b->n_inflight)

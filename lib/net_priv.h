@@ -81,6 +81,7 @@ struct net_block {
 	uint32_t n_inflight;
 	uint32_t first_unposted;	/* scan start */
 	int64_t eagain_since_ms;	/* 0: the last post did not see -FI_EAGAIN */
+	uint32_t eagain_op;		/* the op the provider refused */
 	/*
 	 * Completion increments to one semaphore are applied in FIFO order:
 	 * sem_head[s] is the first op incrementing s whose increment is not
