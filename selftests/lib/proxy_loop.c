@@ -345,4 +345,62 @@ TEST(comm_free_aborts_in_flight_tasks)
 	nproxy_loopback_fabric_destroy(f);
 }
 
+static enum nproxy_idle_policy policy_of_new_group(void)
+{
+	struct nproxy_comm_opts o = comm_opts(0, 1, 0, 1, NPROXY_COMM_F_SKIP_NET, NULL);
+	enum nproxy_idle_policy p;
+	struct nproxy_comm *c;
+
+	o.idle_policy = NPROXY_IDLE_DEFAULT;
+	if (nproxy_comm_init(&o, &c))
+		return (enum nproxy_idle_policy)-1;
+	p = group_stats(0).idle_policy;
+	nproxy_comm_free(c);
+	return p;
+}
+
+TEST(default_idle_policy_follows_the_environment)
+{
+	unsetenv("NPROXY_IDLE_POLICY");
+	unsetenv("NPROXY_ONE_THREAD_PER_CORE");
+	EXPECT_ST(NPROXY_IDLE_YIELD, policy_of_new_group());	/* the seed: shared core */
+	setenv("NPROXY_ONE_THREAD_PER_CORE", "1", 1);
+	EXPECT_ST(NPROXY_IDLE_SPIN, policy_of_new_group());	/* the seed: dedicated core */
+	setenv("NPROXY_IDLE_POLICY", "adaptive", 1);
+	EXPECT_ST(NPROXY_IDLE_ADAPTIVE, policy_of_new_group());
+	setenv("NPROXY_IDLE_POLICY", "yield", 1);
+	EXPECT_ST(NPROXY_IDLE_YIELD, policy_of_new_group());
+}
+
+TEST(adaptive_policy_sleeps_between_idle_ticks)
+{
+	struct nproxy_loopback_fabric *f;
+	struct nproxy_comm_opts o;
+	struct nproxy_cc_op op;
+	struct nproxy_comm *c;
+	struct lb_rank r;
+	uint64_t t0, ticks0, ticks1, elapsed_ns;
+
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_loopback_fabric_create(2, &f));
+	ASSERT_EQ(0, lb_rank_setup(&r, f, 0, 1, 16));	/* peer 1 never posts: IDLE forever */
+	o = comm_opts(0, 2, 0, 1, 0, r.lb);
+	o.idle_policy = NPROXY_IDLE_ADAPTIVE;
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
+	op = lb_rank_op(&r);
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 1, NULL));
+	/* Past the spin (256) and yield (256) phases: every idle tick now sleeps >= 50 us. */
+	ASSERT_TRUE(WAIT_UNTIL(group_stats(0).idle_ticks > 600, 10000));
+	ticks0 = group_stats(0).ticks;
+	t0 = now_ns();
+	sleep_ms(200);
+	ticks1 = group_stats(0).ticks;
+	elapsed_ns = now_ns() - t0;
+	/* nanosleep never returns early: at most one tick per 50 us (+1 in flight). */
+	EXPECT_LE(ticks1 - ticks0, elapsed_ns / 50000 + 1);
+	EXPECT_GT(ticks1, ticks0);	/* still ticking: not asleep on the cv */
+	nproxy_comm_free(c);
+	nproxy_loopback_destroy(r.lb);
+	nproxy_loopback_fabric_destroy(f);
+}
+
 TEST_HARNESS_MAIN
