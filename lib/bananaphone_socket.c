@@ -475,6 +475,8 @@ static enum nproxy_status leader_join_step(struct bp *bp, uint64_t deadline_ns)
 		accept_all(bp);
 	if (bp->n_joined == bp->n - 1)
 		return send_welcomes(bp);
+	if (!deadline_ns)
+		return NPROXY_TIMEOUT;	/* a non-blocking poll: not an error worth a text */
 	if (bp_now_ns() >= deadline_ns) {
 		char missing[200] = "";
 		size_t off = 0;
@@ -562,6 +564,8 @@ static enum nproxy_status follower_join_step(struct bp *bp, uint64_t deadline_ns
 	if (ret == 0) {
 		if (bp_now_ns() < deadline_ns)
 			return NPROXY_SUCCESS;
+		if (!deadline_ns)
+			return NPROXY_TIMEOUT;	/* a non-blocking poll */
 		/* The leader may also be gone while its socket lingers. */
 		st = bp_check_dead(bp);
 		if (st)
