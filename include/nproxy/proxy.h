@@ -161,7 +161,11 @@ struct nproxy_cc_op {
 /*
  * Producer: queue one network task and one barrier task for op.  Both
  * statuses are visible to nproxy_check_status() when this returns.
- * *ctx_out (optional) receives the op's ctx.
+ * *ctx_out (optional) receives the op's ctx.  A comm's network tasks run one
+ * at a time in enqueue order (the seam names blocks by (stream, bb) only);
+ * its barrier tasks use host barrier seq 1, 2, ... in enqueue order, so all
+ * ranks must enqueue a comm's ops in the same order.  Seam and barrier calls
+ * run on the group's worker and must not block.
  */
 NPROXY_API enum nproxy_status nproxy_enq_proxy_tasks(struct nproxy_comm *comm,
 						     const struct nproxy_cc_op *op,
