@@ -211,12 +211,13 @@ fi
 
 # ---- nproxy-run on the module's handshake pages
 if [[ -x $RUN ]]; then
-	out=$(timeout 240 "$RUN" --handshake kmod --procs 2 --size 4K -n 3 -w 1 --timeout 200 --json 2>&1)
+	out=$(timeout 240 "$RUN" --handshake kmod --procs 2 --size 4K -n 3 -w 1 --timeout 200 \
+		--json 2>"$tmp/run.err")
 	rc=$?
 	if ((rc == 0)) && python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); sys.exit(0 if d["handshake"]=="kmod" and d["results"][0]["verified"] else 1)' <<<"$out"; then
 		tap_ok "nproxy-run --handshake kmod: verified"
 	else
-		tap_fail "nproxy-run --handshake kmod" "exit $rc" "$out"
+		tap_fail "nproxy-run --handshake kmod" "exit $rc" "stdout: $out" "stderr: $(cat "$tmp/run.err")"
 	fi
 else
 	tap_skip "nproxy-run --handshake kmod" "nproxy-run not built"
