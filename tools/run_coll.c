@@ -262,7 +262,13 @@ static void *setup_rank(void *arg)
 	nopts.rank = rc->rank;
 	nopts.n_ranks = rc->world;
 	nopts.comm_id = 0;
+	/* The engine's no-progress deadline: NPROXY_NET_TIMEOUT_MS or its
+	 * default, but never past --timeout. */
 	nopts.timeout_ms = remaining_ms(rc->deadline);
+	if (!getenv("NPROXY_NET_TIMEOUT_MS") && nopts.timeout_ms > NPROXY_NET_DEFAULT_TIMEOUT_MS)
+		nopts.timeout_ms = NPROXY_NET_DEFAULT_TIMEOUT_MS;
+	else if (getenv("NPROXY_NET_TIMEOUT_MS"))
+		nopts.timeout_ms = 0;
 	nopts.provider = o->provider;
 	nopts.root = rc->place->root;
 	nopts.bp = rc->net_over_bus ? rc->bp : NULL;
