@@ -120,7 +120,7 @@ if ((rc[3] == 137 && rc[0] != 0 && rc[1] != 0 && rc[2] != 0)) &&
 	tap_ok "killed rank: survivors end with an error (exit ${rc[*]})"
 else
 	tap_fail "killed rank: survivors end with an error" "exit codes ${rc[*]}" \
-		"$(tail -n 3 "$tmp"/rank*.out)"
+		"$(head -n 6 "$tmp"/rank*.out)"
 fi
 # Each survivor fails within a few engine timeouts (5 s): the chain of
 # starved neighbours, never a hang.
