@@ -84,14 +84,16 @@ run: deps
 	else echo "make run: tools/nproxy-run is not built yet (the tools issue adds it); nothing to run"; fi
 
 # One closing line "N passed, N failed, N skipped" counts host and VM tests.
-check: deps
-	+@$(SUBMAKE) lib tools selftests bench-build
-	+@$(SUBMAKE) module-required
+# A failed bootstrap or build still ends with the closing line (one failure).
+check:
+	+@$(TOP)/scripts/deps.sh && $(SUBMAKE) lib tools selftests bench-build && $(SUBMAKE) module-required || \
+		{ echo "make check: bootstrap or build failed (see above)"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 	@$(TOP)/scripts/check --build $(O) --areas "$(CHECK_AREAS)" --vm
 
 # Host tests only, in $(O) (used by asan/tsan and for quick iteration).
 check-host:
-	+@$(SUBMAKE) lib tools selftests
+	+@$(SUBMAKE) lib tools selftests || \
+		{ echo "make check-host: build failed (see above)"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 	@$(TOP)/scripts/check --build $(O) --areas "$(CHECK_AREAS)"
 
 # foundation/ holds shell tests only: nothing to instrument.
