@@ -17,6 +17,7 @@
  * receives that feed it.
  */
 #include <inttypes.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,7 @@
 #define NET_CQ_BATCH		16	/* entries per fi_cq_read */
 #define NET_CQ_MAX_PER_TICK	256	/* bound on one tick's draining */
 #define NET_POST_MAX_PER_TICK	64	/* bound on one tick's posting */
+#define NET_STOP_REAP_MS	200	/* stop(): wait this long for cancellations */
 #define NET_SCAN_MAX_PER_TICK	64	/* unposted ops looked at per tick */
 
 static void block_free(struct net_block *b);
@@ -335,7 +337,11 @@ static enum nproxy_status read_cq_error(struct nproxy_net *net)
 		struct net_op_state *s = (struct net_op_state *)req;
 		struct net_block *b = s->blk;
 		const struct nproxy_net_op *op = b->retired ? NULL : &b->fifos.ops[s->idx];
-		uint32_t stream = b->stream, bb = b->bb;
+		uint32_t stream = b->stream, bb = b->bb, idx = s->idx, len = op ? op->len : 0;
+		uint64_t tag = s->tag;
+
+		bool is_send = req->is_send;
+		uint32_t peer = req->peer;
 
 		s->req.done = 0;
 		s->req.posted = 0;
@@ -346,9 +352,10 @@ static enum nproxy_status read_cq_error(struct nproxy_net *net)
 			if (e.err == FI_ECANCELED)
 				return NPROXY_SUCCESS;
 		}
+		/* b (and s) may be gone: only the copies above from here on. */
 		net_set_err(net, "stream %u bb %u op %u (%s rank %u, %u bytes, tag %#" PRIx64
-			    ") failed: %s (%s)", stream, bb, s->idx, req->is_send ? "send to" : "recv from",
-			    req->peer, op ? op->len : 0, s->tag, fi_strerror(e.err), prov_text);
+			    ") failed: %s (%s)", stream, bb, idx, is_send ? "send to" : "recv from",
+			    peer, len, tag, fi_strerror(e.err), prov_text);
 		return fail(net, e.err == FI_ETRUNC ? NPROXY_INVALID : NPROXY_NET_ERROR);
 	}
 }
@@ -573,6 +580,14 @@ out:
 	return st;
 }
 
+static bool in_graveyard(struct nproxy_net *net, struct net_block *b)
+{
+	for (struct net_block *g = net->graveyard; g; g = g->next_grave)
+		if (g == b)
+			return true;
+	return false;
+}
+
 static enum nproxy_status net_stop(void *engine, uint32_t stream, uint32_t bb)
 {
 	struct nproxy_net *net = engine;
@@ -603,6 +618,24 @@ static enum nproxy_status net_stop(void *engine, uint32_t stream, uint32_t bb)
 		memset(&b->fifos, 0, sizeof(b->fifos));
 		b->next_grave = net->graveyard;
 		net->graveyard = b;
+		/*
+		 * Reap the cancellations for a bounded time, so that after
+		 * stop() no posted recv still writes into the caller's buffer
+		 * (providers cancel posted recvs promptly; a send they cannot
+		 * cancel only reads).
+		 */
+		for (int64_t end = net_now_ms() + NET_STOP_REAP_MS; in_graveyard(net, b) &&
+		     net_now_ms() < end;) {
+			uint32_t moved = 0;
+
+			net_drain_cq(net, &moved);
+			if (!moved)
+				sched_yield();
+		}
+		if (in_graveyard(net, b))
+			nproxy_log(NPROXY_LOG_WARN,
+				   "net rank %u: stream %u bb %u stopped with %u op(s) still in the provider",
+				   net->rank, stream, bb, b->n_inflight);
 	} else {
 		block_free(b);
 	}
