@@ -10,13 +10,26 @@
 #include <linux/module.h>
 #include <linux/moduleparam.h>
 #include <linux/stat.h>
+#include <linux/sysfs.h>
 #include <linux/uaccess.h>
 
 #include "nproxy_priv.h"
 
 /* Node mode; a udev rule (kmod/60-nproxy.rules) hands it to a group. */
 static ushort dev_mode = 0600;
-module_param(dev_mode, ushort, 0444);
+
+/* Shown in octal, as modes are written ("0600", not "384"). */
+static int dev_mode_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%#o\n", *(ushort *)kp->arg);
+}
+
+static const struct kernel_param_ops dev_mode_ops = {
+	.set = param_set_ushort,	/* kstrtou16(base 0): "0660" is octal */
+	.get = dev_mode_get,
+};
+
+module_param_cb(dev_mode, &dev_mode_ops, &dev_mode, 0444);
 MODULE_PARM_DESC(dev_mode, "mode of /dev/nproxy (default 0600; world-writable refused)");
 
 /* Largest ioctl argument any command takes, rounded up. */

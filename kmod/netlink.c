@@ -150,7 +150,7 @@ static int nproxy_nl_get_stats(struct sk_buff *skb, struct genl_info *info)
 		{ NPROXY_A_STAT_PROGS_RUN, &nproxy_stats.progs_run },
 		{ NPROXY_A_STAT_TRIGGERS_WRITTEN, &nproxy_stats.triggers_written },
 		{ NPROXY_A_STAT_TIMEOUTS, &nproxy_stats.timeouts },
-		{ NPROXY_A_STAT_CANCELS, &nproxy_stats.cancels },
+		{ NPROXY_A_STAT_CANCELS, &nproxy_stats.prog_cancels },
 	};
 	struct sk_buff *msg = genlmsg_new(NLMSG_DEFAULT_SIZE, GFP_KERNEL);
 	void *hdr;

@@ -128,7 +128,7 @@ struct nproxy_stats {
 	atomic64_t progs_run;
 	atomic64_t triggers_written;
 	atomic64_t timeouts;
-	atomic64_t cancels;
+	atomic64_t prog_cancels;
 };
 
 extern struct nproxy_stats nproxy_stats;

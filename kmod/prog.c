@@ -140,7 +140,7 @@ static void nproxy_prog_finish(struct nproxy_region *r,
 		break;
 	case -ECANCELED:
 		state = NPROXY_PROG_CANCELLED;
-		atomic64_inc(&nproxy_stats.cancels);
+		atomic64_inc(&nproxy_stats.prog_cancels);
 		break;
 	default:
 		state = NPROXY_PROG_ERROR;

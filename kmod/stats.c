@@ -19,36 +19,41 @@ void nproxy_stats_reset(void)
 	atomic64_set(&s->progs_run, 0);
 	atomic64_set(&s->triggers_written, 0);
 	atomic64_set(&s->timeouts, 0);
-	atomic64_set(&s->cancels, 0);
+	atomic64_set(&s->prog_cancels, 0);
 }
 
-/*
- * One read-only attribute per counter.  checkpatch's MACRO_ARG_REUSE does
- * not apply: _name is only pasted into identifiers, never evaluated.
- */
-#define NPROXY_STAT_ATTR(_name)						\
-static ssize_t _name##_show(struct device *dev,				\
-			    struct device_attribute *attr, char *buf)	\
-{									\
-	return sysfs_emit(buf, "%lld\n",				\
-			  atomic64_read(&nproxy_stats._name));		\
-}									\
-static DEVICE_ATTR_RO(_name)
+/* Every counter file shares one show routine; ->var names the counter. */
+static ssize_t nproxy_stat_show(struct device *dev,
+				struct device_attribute *attr, char *buf)
+{
+	struct dev_ext_attribute *ea = container_of(attr, struct dev_ext_attribute,
+						    attr);
 
-NPROXY_STAT_ATTR(regions_live);
-NPROXY_STAT_ATTR(regions_created);
-NPROXY_STAT_ATTR(progs_run);
-NPROXY_STAT_ATTR(triggers_written);
-NPROXY_STAT_ATTR(timeouts);
-NPROXY_STAT_ATTR(cancels);
+	return sysfs_emit(buf, "%lld\n", atomic64_read(ea->var));
+}
+
+static struct dev_ext_attribute nproxy_stat_attrs[] = {
+	{ __ATTR(regions_live, 0444, nproxy_stat_show, NULL),
+	  &nproxy_stats.regions_live },
+	{ __ATTR(regions_created, 0444, nproxy_stat_show, NULL),
+	  &nproxy_stats.regions_created },
+	{ __ATTR(progs_run, 0444, nproxy_stat_show, NULL),
+	  &nproxy_stats.progs_run },
+	{ __ATTR(triggers_written, 0444, nproxy_stat_show, NULL),
+	  &nproxy_stats.triggers_written },
+	{ __ATTR(timeouts, 0444, nproxy_stat_show, NULL),
+	  &nproxy_stats.timeouts },
+	{ __ATTR(cancels, 0444, nproxy_stat_show, NULL),
+	  &nproxy_stats.prog_cancels },
+};
 
 static struct attribute *nproxy_stats_attrs[] = {
-	&dev_attr_regions_live.attr,
-	&dev_attr_regions_created.attr,
-	&dev_attr_progs_run.attr,
-	&dev_attr_triggers_written.attr,
-	&dev_attr_timeouts.attr,
-	&dev_attr_cancels.attr,
+	&nproxy_stat_attrs[0].attr.attr,
+	&nproxy_stat_attrs[1].attr.attr,
+	&nproxy_stat_attrs[2].attr.attr,
+	&nproxy_stat_attrs[3].attr.attr,
+	&nproxy_stat_attrs[4].attr.attr,
+	&nproxy_stat_attrs[5].attr.attr,
 	NULL,
 };
 

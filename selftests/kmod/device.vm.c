@@ -148,4 +148,62 @@ TEST_F(dev, longer_input_nonzero_tail_e2big)
 	EXPECT_EQ(E2BIG, errno);
 }
 
+static int read_param(const char *name, char *buf, size_t len)
+{
+	char path[128];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/sys/module/nproxy/parameters/%s", name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	buf[n] = 0;
+	return 0;
+}
+
+static int write_param(const char *name, const char *val)
+{
+	char path[128];
+	int fd, ret = 0;
+
+	snprintf(path, sizeof(path), "/sys/module/nproxy/parameters/%s", name);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, val, strlen(val)) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+TEST_F(dev, dev_mode_param_shown_in_octal)
+{
+	char buf[32];
+
+	ASSERT_EQ(0, read_param("dev_mode", buf, sizeof(buf)));
+	EXPECT_STREQ("0600\n", buf);
+	/* Read-only after load. */
+	EXPECT_EQ(-EACCES, write_param("dev_mode", "0666"));
+}
+
+/* sem_poll_ns is bounded, and GET_INFO reports the value in force. */
+TEST_F(dev, sem_poll_ns_param_bounded_and_reported)
+{
+	struct nproxy_info info;
+	char old[32];
+
+	ASSERT_EQ(0, read_param("sem_poll_ns", old, sizeof(old)));
+	EXPECT_EQ(-EINVAL, write_param("sem_poll_ns", "999"));
+	EXPECT_EQ(-EINVAL, write_param("sem_poll_ns", "10000001"));
+	ASSERT_EQ(0, write_param("sem_poll_ns", "5000"));
+	ASSERT_EQ(0, ioctl(self->fd, NPROXY_IOC_GET_INFO, &info));
+	EXPECT_EQ(5000, info.sem_poll_ns);
+	ASSERT_EQ(0, write_param("sem_poll_ns", old));
+}
+
 TEST_HARNESS_MAIN
