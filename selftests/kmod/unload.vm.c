@@ -63,9 +63,9 @@ FIXTURE_SETUP(unload)
 	NP_OPEN_DEV_OR_SKIP(dev);
 	close(dev);
 	if (find_ko(self->ko, sizeof(self->ko)))
-		SKIP(return, "nproxy.ko not found (set NPROXY_KMOD)");
+		NP_SKIP("nproxy.ko not found (set NPROXY_KMOD)");
 	if (np_stat("regions_live") != 0)
-		SKIP(return, "other regions are live; unload tests need an idle module");
+		NP_SKIP("other regions are live; unload tests need an idle module");
 }
 
 FIXTURE_TEARDOWN(unload)
