@@ -89,7 +89,7 @@ static int run_engine(struct nproxy_net *net, uint32_t rank, void *buf, size_t s
 {
 	struct nproxy_net_op *ops = calloc(2 * iters, sizeof(*ops));
 	uint64_t sem = 0;
-	struct nproxy_device_sems dev = { &sem, 1 };
+	struct nproxy_device_sems dev = { .sems = &sem, .n_sems = 1 };
 	struct nproxy_net_addr src = { 0 }, dst = { 0 };
 	struct nproxy_fifo_set fs = { .ops = ops, .n_ops = 2 * iters, .src = &src, .n_src = 1,
 				      .dst = &dst, .n_dst = 1 };

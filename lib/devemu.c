@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * The emulated device behind the memfd handshake backend: one thread
- * ("nproxy-dev") per region that runs device programs with the semantics
- * <linux/nproxy.h> documents for nproxy.ko (Documentation/handshake.md):
+ * The emulated device behind the memfd handshake backend.  It runs device
+ * programs with the semantics <linux/nproxy.h> documents for nproxy.ko
+ * (Documentation/handshake.md):
  *
- *   WRITE_TRIGGER  trigger[index] = value, one release store
- *   WAIT_SEM       until sem[index] >= value, checked every
- *                  DEVEMU_SEM_POLL_NS, at most timeout_ns (0: the maximum)
- *                  -> TIMEDOUT, error -ETIMEDOUT, failed_step = the step
- *   DELAY          sleep timeout_ns
+ *   WRITE_TRIGGER  trigger[index] = value, one release store, then the
+ *                  registered trigger notification (the proxy worker's
+ *                  wake-up)
+ *   WAIT_SEM       until sem[index] >= value, at most timeout_ns (0: the
+ *                  maximum) -> TIMEDOUT, error -ETIMEDOUT, failed_step = the
+ *                  step
+ *   DELAY          timeout_ns of device time
  *   INC_SEM        sem[index] += value, one atomic add
  *   SIGNAL_EVENT   events_signalled++
  *
@@ -16,13 +18,21 @@
  * after a program's effects), triggers_written, events_signalled,
  * last_trigger_ns (stored before the trigger word), last_wait_done_ns.
  *
- * One program at a time; cancel and stop interrupt any sleep or wait at
- * once (the thread sleeps on a condition variable they signal).  The thread
- * holds emu->lock except while it sleeps, so submit/cancel/wait see a
- * consistent state; the pages themselves are only touched with atomics,
- * because the host side touches them without any lock.
+ * Where a program runs: a real device needs no host CPU, and every hand-off
+ * to another thread costs a wake-up (tens of microseconds across CPUs on a
+ * virtual machine), so the program is advanced by whoever makes it runnable:
+ * the submitter runs the steps that need no waiting at once; a semaphore
+ * increment that rings the bell (nproxy_device_sem_add) runs the steps that
+ * the WAIT_SEM was holding back.  The "nproxy-dev" thread only keeps time:
+ * it ends DELAY steps and WAIT_SEM timeouts, re-checks a WAIT_SEM every
+ * DEVEMU_SEM_POLL_NS (increments made straight through the mapping ring
+ * nothing), and finishes a program a ringer could not (it found the lock
+ * taken).  Steps always run under
+ * emu->lock, in order, one program at a time; cancel and stop end a
+ * running program at once.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -31,9 +41,11 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 #include <nproxy/log.h>
+#include <nproxy/seam.h>
 #include "handshake_internal.h"
+#include "wake.h"
 
-/* An idle emulator re-checks its stop flag at least this often. */
+/* An idle emulator thread re-checks its state at least this often. */
 #define DEVEMU_IDLE_RECHECK_NS	1000000000ULL
 /* Bound on how long cancel waits for the thread to notice (it is prompt). */
 #define DEVEMU_CANCEL_WAIT_NS	5000000000ULL
@@ -43,20 +55,32 @@ struct devemu {
 	pid_t owner;			/* the process whose thread this is */
 	pthread_t thread;
 	pthread_mutex_t lock;
-	pthread_cond_t work_cond;	/* to the thread: program, cancel, stop */
-	pthread_cond_t done_cond;	/* from the thread: program finished */
+	pthread_cond_t done_cond;	/* a program finished */
 
 	/* All below under lock. */
 	bool stop;
 	bool cancel_req;
-	bool pending;			/* submitted, the thread has not taken it */
 	bool running;			/* submitted and not finished */
+	uint32_t pc;			/* the step to run next */
+	bool step_begun;		/* step pc has started: step_deadline_ns is set */
+	uint64_t step_deadline_ns;	/* DELAY end / WAIT_SEM timeout of step pc */
+	bool armed;			/* a WAIT_SEM counts in bell.sleepers */
+	uint64_t thread_wake_ns;	/* when the parked thread will look again */
 	bool finished;			/* finished and not collected */
 	uint64_t next_seq;
 	uint64_t submit_ns;
-	struct nproxy_prog_step *steps;
-	uint32_t n_steps;
+	struct nproxy_prog_step *steps;	/* grows, never shrinks: no malloc per program */
+	uint32_t n_steps, cap_steps;
 	struct nproxy_prog_result result;
+	void (*notify_fn)(void *);	/* after every trigger store */
+	void *notify_arg;
+
+	/*
+	 * Lock-free: submit, cancel, stop and semaphore increments signal it;
+	 * the thread parks on it.  bell.sleepers != 0 is also what makes
+	 * nproxy_device_sem_add ring at all.
+	 */
+	struct wake bell;
 };
 
 /* Info page fields: written only here (under lock), read lock-free by users. */
@@ -76,103 +100,45 @@ static bool interrupted(const struct devemu *emu)
 	return emu->cancel_req || emu->stop;
 }
 
-/*
- * Sleep on work_cond until deadline_ns or until cancel/stop.  Returns false
- * when interrupted.  Spurious and unrelated wake-ups just loop.
- */
-static bool sleep_until(struct devemu *emu, uint64_t deadline_ns)
-{
-	while (!interrupted(emu)) {
-		struct timespec ts;
-
-		if (hs_now_ns() >= deadline_ns)
-			return true;
-		ts = hs_ns_to_timespec(deadline_ns);
-		pthread_cond_timedwait(&emu->work_cond, &emu->lock, &ts);
-	}
-	return false;
-}
-
 static uint64_t deadline_after(uint64_t start_ns, uint64_t dt_ns)
 {
 	return dt_ns > UINT64_MAX - start_ns ? UINT64_MAX : start_ns + dt_ns;
 }
 
+static void disarm(struct devemu *emu)
+{
+	if (emu->armed) {
+		emu->armed = false;
+		__atomic_sub_fetch(&emu->bell.sleepers, 1, __ATOMIC_SEQ_CST);
+	}
+}
+
 /*
- * WAIT_SEM: the condition is checked first, then every poll interval, and
- * once more at the deadline, so a semaphore that reaches its value just in
- * time still counts.
+ * WAIT_SEM's condition.  Before it reports "not yet", the step is armed:
+ * from then on every increment through nproxy_device_sem_add rings, and the
+ * check after arming sees any increment made before it (both seq_cst).
  */
-static uint32_t run_wait_sem(struct devemu *emu, const struct nproxy_prog_step *step)
+static bool sem_reached(struct devemu *emu, const struct nproxy_prog_step *step)
 {
 	const volatile uint64_t *sem = &emu->pages.sems[step->index];
-	uint64_t timeout_ns = step->timeout_ns ? step->timeout_ns : NPROXY_MAX_WAIT_NS;
-	uint64_t deadline_ns = deadline_after(hs_now_ns(), timeout_ns);
 
-	for (;;) {
-		uint64_t now_ns, next_poll_ns;
-
-		if (nproxy_sem_load(sem) >= step->value) {
-			__atomic_store_n(&emu->pages.info->last_wait_done_ns, hs_now_ns(),
-					 __ATOMIC_RELEASE);
-			return NPROXY_PROG_DONE;
-		}
-		if (interrupted(emu))
-			return NPROXY_PROG_CANCELLED;
-		now_ns = hs_now_ns();
-		if (now_ns >= deadline_ns)
-			return NPROXY_PROG_TIMEDOUT;
-		next_poll_ns = deadline_after(now_ns, DEVEMU_SEM_POLL_NS);
-		/* Interrupted or not: the loop re-checks the sem, then the cancel. */
-		sleep_until(emu, next_poll_ns < deadline_ns ? next_poll_ns : deadline_ns);
+	if (nproxy_sem_load(sem) >= step->value)
+		return true;
+	if (!emu->armed) {
+		emu->armed = true;
+		__atomic_add_fetch(&emu->bell.sleepers, 1, __ATOMIC_SEQ_CST);
 	}
+	return __atomic_load_n(sem, __ATOMIC_SEQ_CST) >= step->value;
 }
 
-/* Runs one step; returns DONE to go on, or the program's final state. */
-static uint32_t run_step(struct devemu *emu, const struct nproxy_prog_step *step)
-{
-	switch (step->op) {
-	case NPROXY_STEP_WRITE_TRIGGER:
-		/* Like the module: time stamp and counter first, then the word. */
-		__atomic_store_n(&emu->pages.info->last_trigger_ns, hs_now_ns(), __ATOMIC_RELAXED);
-		info_count(&emu->pages.info->triggers_written);
-		nproxy_trigger_store(&emu->pages.triggers[step->index], (uint32_t)step->value);
-		return NPROXY_PROG_DONE;
-	case NPROXY_STEP_WAIT_SEM:
-		return run_wait_sem(emu, step);
-	case NPROXY_STEP_DELAY:
-		return sleep_until(emu, deadline_after(hs_now_ns(), step->timeout_ns)) ?
-			NPROXY_PROG_DONE : NPROXY_PROG_CANCELLED;
-	case NPROXY_STEP_INC_SEM:
-		nproxy_sem_add(&emu->pages.sems[step->index], step->value);
-		return NPROXY_PROG_DONE;
-	case NPROXY_STEP_SIGNAL_EVENT:
-		info_count(&emu->pages.info->events_signalled);
-		return NPROXY_PROG_DONE;
-	}
-	/* Submit validates every step; reaching this is a library bug. */
-	return NPROXY_PROG_ERROR;
-}
-
-static void run_program(struct devemu *emu)
+static void finish_program(struct devemu *emu, uint32_t state)
 {
 	struct nproxy_prog_result *res = &emu->result;
-	uint32_t state = NPROXY_PROG_DONE;
-	uint32_t i;
 
-	for (i = 0; i < emu->n_steps; i++) {
-		if (interrupted(emu)) {
-			state = NPROXY_PROG_CANCELLED;
-			break;
-		}
-		state = run_step(emu, &emu->steps[i]);
-		if (state != NPROXY_PROG_DONE)
-			break;
-	}
-
+	disarm(emu);
 	res->state = state;
-	res->steps_done = i;
-	res->failed_step = state == NPROXY_PROG_DONE ? 0 : i;
+	res->steps_done = emu->pc;
+	res->failed_step = state == NPROXY_PROG_DONE ? 0 : emu->pc;
 	switch (state) {
 	case NPROXY_PROG_DONE:
 		res->error = 0;
@@ -189,8 +155,6 @@ static void run_program(struct devemu *emu)
 	}
 	res->elapsed_ns = hs_now_ns() - emu->submit_ns;
 
-	free(emu->steps);
-	emu->steps = NULL;
 	emu->running = false;
 	emu->finished = true;
 	emu->cancel_req = false;
@@ -199,26 +163,129 @@ static void run_program(struct devemu *emu)
 	pthread_cond_broadcast(&emu->done_cond);
 }
 
+/*
+ * Run the program from step pc for as long as no step has to wait.  Returns
+ * when the program has finished (0) or the time at which the blocking step
+ * must be looked at again (its deadline, or the next WAIT_SEM re-check).
+ * Called with emu->lock held, by any thread.
+ */
+static uint64_t advance(struct devemu *emu)
+{
+	while (emu->running) {
+		const struct nproxy_prog_step *step = &emu->steps[emu->pc];
+		uint64_t now_ns;
+
+		if (interrupted(emu)) {
+			finish_program(emu, NPROXY_PROG_CANCELLED);
+			break;
+		}
+		if (emu->pc == emu->n_steps) {
+			finish_program(emu, NPROXY_PROG_DONE);
+			break;
+		}
+		if (!emu->step_begun) {
+			uint64_t t = step->op == NPROXY_STEP_WAIT_SEM && !step->timeout_ns ?
+				     NPROXY_MAX_WAIT_NS : step->timeout_ns;
+
+			emu->step_begun = true;
+			emu->step_deadline_ns = deadline_after(hs_now_ns(), t);
+		}
+		switch (step->op) {
+		case NPROXY_STEP_WRITE_TRIGGER:
+			/* Like the module: time stamp and counter first, then the word. */
+			__atomic_store_n(&emu->pages.info->last_trigger_ns, hs_now_ns(),
+					 __ATOMIC_RELAXED);
+			info_count(&emu->pages.info->triggers_written);
+			nproxy_trigger_store(&emu->pages.triggers[step->index], (uint32_t)step->value);
+			if (emu->notify_fn)
+				emu->notify_fn(emu->notify_arg);
+			break;
+		case NPROXY_STEP_INC_SEM:
+			nproxy_sem_add(&emu->pages.sems[step->index], step->value);
+			break;
+		case NPROXY_STEP_SIGNAL_EVENT:
+			info_count(&emu->pages.info->events_signalled);
+			break;
+		case NPROXY_STEP_DELAY:
+			now_ns = hs_now_ns();
+			if (now_ns < emu->step_deadline_ns)
+				return emu->step_deadline_ns;
+			break;
+		case NPROXY_STEP_WAIT_SEM:
+			/* The semaphore first, then the deadline: just in time counts. */
+			if (!sem_reached(emu, step)) {
+				now_ns = hs_now_ns();
+				if (now_ns >= emu->step_deadline_ns) {
+					finish_program(emu, NPROXY_PROG_TIMEDOUT);
+					return 0;
+				}
+				now_ns = deadline_after(now_ns, DEVEMU_SEM_POLL_NS);
+				return now_ns < emu->step_deadline_ns ? now_ns : emu->step_deadline_ns;
+			}
+			disarm(emu);
+			__atomic_store_n(&emu->pages.info->last_wait_done_ns, hs_now_ns(),
+					 __ATOMIC_RELEASE);
+			break;
+		default:
+			/* Submit validates every step; reaching this is a library bug. */
+			finish_program(emu, NPROXY_PROG_ERROR);
+			return 0;
+		}
+		emu->pc++;
+		emu->step_begun = false;
+	}
+	return 0;
+}
+
 static void *devemu_main(void *arg)
 {
 	struct devemu *emu = arg;
 
-	/* Poll intervals and delays are tens of microseconds: keep them honest. */
+	/* Delays and re-checks are tens of microseconds: keep them honest. */
 	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 
 	pthread_mutex_lock(&emu->lock);
-	while (!emu->stop) {
-		if (!emu->pending) {
-			struct timespec ts = hs_ns_to_timespec(hs_now_ns() + DEVEMU_IDLE_RECHECK_NS);
+	for (;;) {
+		uint32_t seen = wake_seq(&emu->bell);
+		uint64_t now_ns = hs_now_ns(), wake_ns;
 
-			pthread_cond_timedwait(&emu->work_cond, &emu->lock, &ts);
-			continue;
-		}
-		emu->pending = false;
-		run_program(emu);
+		wake_ns = advance(emu);	/* stop while running: ends CANCELLED */
+		if (emu->stop)
+			break;
+		if (!wake_ns || wake_ns - now_ns > DEVEMU_IDLE_RECHECK_NS)
+			wake_ns = now_ns + DEVEMU_IDLE_RECHECK_NS;
+		emu->thread_wake_ns = wake_ns;
+		pthread_mutex_unlock(&emu->lock);
+		now_ns = hs_now_ns();
+		if (wake_ns > now_ns)
+			wake_wait(&emu->bell, seen, wake_ns - now_ns);
+		pthread_mutex_lock(&emu->lock);
 	}
 	pthread_mutex_unlock(&emu->lock);
 	return NULL;
+}
+
+/* The thread must look sooner than it planned to (called with emu->lock held). */
+static void poke_thread(struct devemu *emu, uint64_t wake_ns)
+{
+	if (wake_ns && wake_ns < emu->thread_wake_ns) {
+		emu->thread_wake_ns = wake_ns;
+		wake_signal(&emu->bell);
+	}
+}
+
+/* nproxy_device_sem_add rang: run what the increment unblocked, here. */
+void devemu_ring(struct devemu *emu)
+{
+	if (emu->owner != getpid())
+		return;	/* an inherited region: no device in this process */
+	if (pthread_mutex_trylock(&emu->lock) == 0) {
+		poke_thread(emu, advance(emu));
+		pthread_mutex_unlock(&emu->lock);
+		return;
+	}
+	/* Busy: the holder may be the thread itself; it re-loops on this. */
+	wake_signal(&emu->bell);
 }
 
 /*
@@ -249,11 +316,11 @@ enum nproxy_status devemu_start(const struct devemu_pages *pages, struct devemu 
 	emu->pages = *pages;
 	emu->owner = getpid();
 	emu->next_seq = 1;
+	emu->thread_wake_ns = UINT64_MAX;
 
 	pthread_condattr_init(&cattr);
 	pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
 	pthread_mutex_init(&emu->lock, NULL);
-	pthread_cond_init(&emu->work_cond, &cattr);
 	pthread_cond_init(&emu->done_cond, &cattr);
 	pthread_condattr_destroy(&cattr);
 
@@ -265,7 +332,6 @@ enum nproxy_status devemu_start(const struct devemu_pages *pages, struct devemu 
 	if (err) {
 		nproxy_log(NPROXY_LOG_ERROR, "Failed to create worker thread: %d", err);
 		pthread_cond_destroy(&emu->done_cond);
-		pthread_cond_destroy(&emu->work_cond);
 		pthread_mutex_destroy(&emu->lock);
 		free(emu);
 		return NPROXY_RESOURCE;
@@ -288,13 +354,12 @@ void devemu_stop(struct devemu *emu)
 	}
 	pthread_mutex_lock(&emu->lock);
 	emu->stop = true;	/* a running program ends CANCELLED ("by close") */
-	pthread_cond_broadcast(&emu->work_cond);
 	pthread_mutex_unlock(&emu->lock);
+	wake_signal(&emu->bell);
 	pthread_join(emu->thread, NULL);
 
-	free(emu->steps);	/* submitted but never taken by the thread */
+	free(emu->steps);
 	pthread_cond_destroy(&emu->done_cond);
-	pthread_cond_destroy(&emu->work_cond);
 	pthread_mutex_destroy(&emu->lock);
 	free(emu);
 }
@@ -302,35 +367,39 @@ void devemu_stop(struct devemu *emu)
 enum nproxy_status devemu_submit(struct devemu *emu, const struct nproxy_prog_step *steps,
 				 uint32_t n_steps, uint64_t *seq)
 {
-	struct nproxy_prog_step *copy;
-
 	if (inherited(emu))
 		return NPROXY_INVALID_HANDLE;
-	/* Copy before taking the lock: the caller's array may go away at once. */
-	copy = malloc(sizeof(*copy) * n_steps);
-	if (!copy)
-		return NPROXY_RESOURCE;
-	memcpy(copy, steps, sizeof(*copy) * n_steps);
-
 	pthread_mutex_lock(&emu->lock);
 	if (emu->running || emu->finished) {
 		pthread_mutex_unlock(&emu->lock);
-		free(copy);
 		return NPROXY_BUSY;
 	}
-	emu->steps = copy;
+	if (n_steps > emu->cap_steps) {
+		struct nproxy_prog_step *grown = realloc(emu->steps, sizeof(*grown) * n_steps);
+
+		if (!grown) {
+			pthread_mutex_unlock(&emu->lock);
+			return NPROXY_RESOURCE;
+		}
+		emu->steps = grown;
+		emu->cap_steps = n_steps;
+	}
+	/* Copied: the caller's array may go away at once. */
+	memcpy(emu->steps, steps, sizeof(*steps) * n_steps);
 	emu->n_steps = n_steps;
 	emu->submit_ns = hs_now_ns();
 	memset(&emu->result, 0, sizeof(emu->result));
 	emu->result.seq = emu->next_seq++;
 	emu->cancel_req = false;
-	emu->pending = true;
 	emu->running = true;
+	emu->pc = 0;
+	emu->step_begun = false;
 	__atomic_store_n(&emu->pages.info->prog_seq, emu->result.seq, __ATOMIC_RELAXED);
 	info_publish_state(emu, NPROXY_PROG_RUNNING);
 	if (seq)
 		*seq = emu->result.seq;
-	pthread_cond_broadcast(&emu->work_cond);
+	/* What needs no waiting runs now; the thread keeps the time of the rest. */
+	poke_thread(emu, advance(emu));
 	pthread_mutex_unlock(&emu->lock);
 	return NPROXY_SUCCESS;
 }
@@ -348,8 +417,8 @@ enum nproxy_status devemu_cancel(struct devemu *emu)
 		return NPROXY_INVALID;
 	}
 	emu->cancel_req = true;
-	pthread_cond_broadcast(&emu->work_cond);
 	/* Synchronous, like the module's: once we return the program is over. */
+	advance(emu);
 	while (emu->running) {
 		struct timespec ts = hs_ns_to_timespec(deadline_ns);
 
@@ -391,4 +460,31 @@ enum nproxy_status devemu_wait(struct devemu *emu, int timeout_ms,
 out:
 	pthread_mutex_unlock(&emu->lock);
 	return st;
+}
+
+/* The bell is a struct wake by another name (lib/wake.h). */
+_Static_assert(sizeof(struct nproxy_sem_bell) == sizeof(struct wake) &&
+	       offsetof(struct nproxy_sem_bell, seq) == offsetof(struct wake, seq) &&
+	       offsetof(struct nproxy_sem_bell, sleepers) == offsetof(struct wake, sleepers),
+	       "nproxy_sem_bell and struct wake must match");
+
+struct nproxy_sem_bell *devemu_sem_bell(struct devemu *emu)
+{
+	return (struct nproxy_sem_bell *)&emu->bell;
+}
+
+struct devemu *devemu_of_bell(struct nproxy_sem_bell *bell)
+{
+	return (struct devemu *)((char *)bell - offsetof(struct devemu, bell));
+}
+
+void devemu_set_trigger_notify(struct devemu *emu, void (*fn)(void *), void *arg)
+{
+	if (inherited(emu))
+		return;
+	/* The thread calls it under the lock: once we return, the old one is done. */
+	pthread_mutex_lock(&emu->lock);
+	emu->notify_fn = fn;
+	emu->notify_arg = arg;
+	pthread_mutex_unlock(&emu->lock);
 }

@@ -7,11 +7,14 @@
  * reject exactly the same programs and the error names the bad step.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <nproxy/log.h>
+#include <nproxy/seam.h>
 #include "handshake_internal.h"
+
 
 #define HS_ENV		"NPROXY_HANDSHAKE"
 #define HS_DEV_PATH	"/dev/" NPROXY_DEVICE_NAME
@@ -247,6 +250,27 @@ volatile uint64_t *nproxy_hs_sem(struct nproxy_hs *hs, uint32_t sem)
 const volatile struct nproxy_region_info *nproxy_hs_info(const struct nproxy_hs *hs)
 {
 	return hs ? hs->info : NULL;
+}
+
+struct nproxy_sem_bell *nproxy_hs_sem_bell(struct nproxy_hs *hs)
+{
+	return hs ? hs->bell : NULL;
+}
+
+void nproxy_sem_bell_ring(struct nproxy_sem_bell *bell)
+{
+	if (bell)
+		devemu_ring(devemu_of_bell(bell));
+}
+
+enum nproxy_status nproxy_hs_set_trigger_notify(struct nproxy_hs *hs, void (*fn)(void *),
+						void *arg)
+{
+	if (!hs)
+		return NPROXY_INVALID_HANDLE;
+	if (!hs->ops->set_trigger_notify)
+		return NPROXY_UNSUPPORTED;
+	return hs->ops->set_trigger_notify(hs, fn, arg);
 }
 
 int nproxy_hs_fd(const struct nproxy_hs *hs)

@@ -30,6 +30,10 @@ struct hs_backend_ops {
 				   struct nproxy_prog_result *result);
 	/* Unmap, cancel, join, close: everything open() acquired. */
 	void (*close)(struct nproxy_hs *hs);
+	/* Optional (NULL: NPROXY_UNSUPPORTED): call fn(arg) after every
+	 * trigger store; fn NULL removes it, synchronously. */
+	enum nproxy_status (*set_trigger_notify)(struct nproxy_hs *hs, void (*fn)(void *),
+						 void *arg);
 };
 
 struct nproxy_hs {
@@ -47,6 +51,8 @@ struct nproxy_hs {
 	/* memfd backend only */
 	struct nproxy_region_info *info_rw;	/* the emulator's writable view */
 	struct devemu *emu;
+	/* The device parks on it in WAIT_SEM; NULL: the device polls. */
+	struct nproxy_sem_bell *bell;
 };
 
 /*
@@ -63,11 +69,12 @@ enum nproxy_status hs_status_from_errno(int err);
 /* ---- devemu.c: the userspace emulated device ---- */
 
 /*
- * The emulator's interval between two checks of a WAIT_SEM semaphore: the
- * module's default sem_poll_ns (host increments through the mapping make
- * no syscall, so both devices must poll).
+ * A WAIT_SEM in the emulator ends when a library increment rings the
+ * region's semaphore bell (nproxy_device_sem_add), in the ringer's thread.
+ * An increment made straight through the mapping rings nothing: the
+ * emulator's thread re-checks a pending WAIT_SEM this often.
  */
-#define DEVEMU_SEM_POLL_NS	10000ULL
+#define DEVEMU_SEM_POLL_NS	1000000ULL
 
 struct devemu_pages {
 	volatile uint32_t *triggers;
@@ -87,6 +94,12 @@ enum nproxy_status devemu_submit(struct devemu *emu, const struct nproxy_prog_st
 enum nproxy_status devemu_cancel(struct devemu *emu);
 enum nproxy_status devemu_wait(struct devemu *emu, int timeout_ms,
 			       struct nproxy_prog_result *result);
+struct nproxy_sem_bell *devemu_sem_bell(struct devemu *emu);
+/* A semaphore increment rang the bell: run what it unblocked. */
+void devemu_ring(struct devemu *emu);
+/* The emulator whose bell this is (every bell comes from devemu_sem_bell). */
+struct devemu *devemu_of_bell(struct nproxy_sem_bell *bell);
+void devemu_set_trigger_notify(struct devemu *emu, void (*fn)(void *), void *arg);
 static inline uint64_t hs_now_ns(void)
 {
 	struct timespec ts;

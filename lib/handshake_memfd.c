@@ -74,7 +74,15 @@ static enum nproxy_status memfd_wait(struct nproxy_hs *hs, int timeout_ms,
 	return devemu_wait(hs->emu, timeout_ms, result);
 }
 
+static enum nproxy_status memfd_set_trigger_notify(struct nproxy_hs *hs, void (*fn)(void *),
+						   void *arg)
+{
+	devemu_set_trigger_notify(hs->emu, fn, arg);
+	return NPROXY_SUCCESS;
+}
+
 static const struct hs_backend_ops memfd_ops = {
+	.set_trigger_notify = memfd_set_trigger_notify,
 	.submit = memfd_submit,
 	.cancel = memfd_cancel,
 	.wait = memfd_wait,
@@ -143,6 +151,8 @@ enum nproxy_status hs_memfd_open(struct nproxy_hs *hs, char *why, size_t why_len
 	};
 	/* The thread starts after the pages are initialised (pthread_create orders it). */
 	st = devemu_start(&pages, &hs->emu);
+	if (st == NPROXY_SUCCESS)
+		hs->bell = devemu_sem_bell(hs->emu);
 	if (st != NPROXY_SUCCESS) {
 		snprintf(why, why_len, "memfd backend: cannot start the emulated device thread");
 		memfd_release(hs);

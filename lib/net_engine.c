@@ -294,7 +294,7 @@ static void op_completed(struct nproxy_net *net, struct net_op_state *s)
 	     *head != NET_NONE && b->st[*head].req.done; *head = b->next_same_sem[*head]) {
 		const struct nproxy_net_op *ready = &b->fifos.ops[*head];
 
-		nproxy_sem_add(&b->dev.sems[ready->post_sem], ready->post_inc);
+		nproxy_device_sem_add(&b->dev, ready->post_sem, ready->post_inc);
 	}
 }
 

@@ -49,7 +49,7 @@ static void barrier_leader_signal(struct barrier_task *bt)
 	if (bt->base.comm->rank != 0)
 		return;
 	for (i = 0; i < bt->n_sems; i++)
-		nproxy_sem_add(&bt->dev.sems[bt->sems[i]], 1);
+		nproxy_device_sem_add(&bt->dev, bt->sems[i], 1);
 }
 
 static void barrier_step(struct proxy_task *t)

@@ -64,6 +64,7 @@ static enum nproxy_status resolve_op(struct nproxy_comm *comm, const struct npro
 		if (comm->hs) {
 			dev->n_sems = nproxy_hs_n_sems(comm->hs);
 			dev->sems = dev->n_sems ? nproxy_hs_sem(comm->hs, 0) : NULL;
+			dev->bell = nproxy_hs_sem_bell(comm->hs);
 		}
 	}
 	for (i = 0; i < op->n_barrier_sems; i++)

@@ -5,7 +5,9 @@
  * Locks (never both held in the other order):
  *   registry_lock (proxy_registry.c)  the gid -> {queue, refcnt} map
  *   q->mtx                            q->queue + q->active (the worker holds
- *                                     it for a whole drain/step pass)
+ *                                     it for a whole drain/step pass);
+ *                                     producers push onto q->incoming
+ *                                     without it
  *   q->state_mtx                      q->status list (consumers)
  * Order: registry_lock -> q->mtx -> q->state_mtx.
  */
@@ -17,6 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <nproxy/proxy.h>
+#include "wake.h"
 
 struct proxy_task;
 struct proxy_queue;
@@ -27,6 +30,7 @@ struct proxy_task_status {
 	uint32_t run_state;		/* enum nproxy_task_run_state; atomic */
 	enum nproxy_task_type task_type;
 	uint32_t refcnt;		/* task + status list; atomic */
+	uint32_t sleepers;		/* consumers parked on run_state (lib/wake.h) */
 	uint64_t enc_ctx;
 	const struct nproxy_comm *comm;	/* ctx is unique per comm only */
 	/* q->status list links, under q->state_mtx */
@@ -50,7 +54,7 @@ struct proxy_task {
 	uint64_t exec_id;
 	uint32_t streams_n;
 	volatile uint32_t *trigger_words[NPROXY_PROXY_MAX_STREAMS];
-	struct proxy_task *next;	/* queue / active bucket link, under q->mtx */
+	struct proxy_task *next;	/* incoming / queue / active bucket link */
 };
 
 /* active_tasks: rank -> list, sorted by rank. */
@@ -63,10 +67,18 @@ struct proxy_rank_bucket {
 struct proxy_queue {
 	pthread_mutex_t mtx;
 	pthread_cond_t cv;
-	struct proxy_task *queue_head, *queue_tail;	/* appended, not yet drained */
+	struct proxy_task *incoming;	/* appended: lock-free push stack, newest first */
+	struct proxy_task *queue_head, *queue_tail;	/* taken from incoming, not yet drained */
 	struct proxy_rank_bucket *active;
 	uint32_t lock_waiters;		/* producers waiting for mtx; atomic */
 	bool stop;			/* atomic */
+	/*
+	 * What ends an idle spell, signalled by enqueue, stop and the devices'
+	 * trigger notifications: the adaptive worker parks here after its
+	 * spin window (lib/wake.h).
+	 */
+	struct wake wake;
+	uint64_t spin_ns;		/* the adaptive policy's spin window */
 
 	pthread_mutex_t state_mtx;
 	struct proxy_task_status status_head;	/* circular list sentinel */
@@ -85,6 +97,9 @@ struct proxy_queue {
 struct nproxy_comm {
 	uint32_t rank, n_ranks, device_index, ranks_per_proxy, gid, flags;
 	uint32_t timeout_s;
+	uint64_t spin_ns;		/* consumer spin window before it parks */
+	/* hs calls back on every trigger store: trigger waits need no polling */
+	bool trigger_notify;
 	struct nproxy_hs *hs;
 	struct nproxy_seam seam;
 	struct nproxy_host_barrier barrier;
@@ -101,7 +116,14 @@ struct nproxy_comm {
 };
 
 /* ---- proxy_queue.c ---- */
-struct proxy_queue *proxy_queue_create(uint32_t gid, enum nproxy_idle_policy policy);
+struct proxy_queue *proxy_queue_create(uint32_t gid, enum nproxy_idle_policy policy,
+				       uint64_t spin_ns);
+/* Wake the worker out of an idle park (any thread; also a device callback). */
+void proxy_queue_kick(void *q);
+/* The worker's spin window: NPROXY_SPIN_US or the default, in ns. */
+uint64_t proxy_spin_ns_from_env(void);
+/* The consumer's: NPROXY_CONSUMER_SPIN_US or the default, in ns. */
+uint64_t proxy_consumer_spin_ns_from_env(void);
 /* Start the worker, pinned to cpus when non-NULL. */
 enum nproxy_status proxy_queue_start(struct proxy_queue *q, const cpu_set_t *cpus);
 /* stop = 1, notify, join (if started), free every task and status. */
@@ -127,13 +149,14 @@ static inline uint32_t proxy_status_run_state(const struct proxy_task_status *st
 	return __atomic_load_n(&st->run_state, __ATOMIC_ACQUIRE);
 }
 
-/* Publish progress_status, then run_state (release): a consumer that reads
- * DONE also reads the status that goes with it. */
+/* Publish progress_status, then run_state: a consumer that reads DONE also
+ * reads the status that goes with it, and one parked on the word is woken
+ * (a futex wake only when somebody is parked). */
 static inline void proxy_status_publish(struct proxy_task_status *st, enum nproxy_status rc,
 					enum nproxy_task_run_state rs)
 {
 	__atomic_store_n(&st->progress_status, (int)rc, __ATOMIC_RELAXED);
-	__atomic_store_n(&st->run_state, (uint32_t)rs, __ATOMIC_RELEASE);
+	wake_word_store(&st->run_state, &st->sleepers, (uint32_t)rs);
 }
 
 static inline void proxy_status_set_state(struct proxy_task_status *st,

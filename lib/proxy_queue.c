@@ -20,11 +20,29 @@
 #include <nproxy/log.h>
 #include "proxy_internal.h"
 
-/* Adaptive policy: idle ticks spent spinning, then yielding, then sleeping. */
-#define ADAPTIVE_SPIN_TICKS	256u
-#define ADAPTIVE_YIELD_TICKS	256u
-#define ADAPTIVE_SLEEP_NS	50000L
-#define ADAPTIVE_TIMER_SLACK_NS	1000UL
+/*
+ * Adaptive policy (the default): re-tick at once for the spin window, then
+ * park on q->wake.  Enqueue, stop and the trigger notifications of memfd
+ * regions signal it; completions of the network and triggers written by
+ * nproxy.ko do not, so while a task waits for those the park is short:
+ * ADAPTIVE_PARK_MIN_NS for the first ADAPTIVE_PARK_FAST_NS of the idle
+ * spell, then doubling up to ADAPTIVE_PARK_MAX_NS (bounded latency, and a
+ * wake-up rate that falls off when the wait is long).  When every wait is one a signal
+ * ends, the park lasts ADAPTIVE_PARK_SIGNALLED_NS, a safety net only.
+ */
+#define ADAPTIVE_DEFAULT_SPIN_NS	50000ull
+#define ADAPTIVE_MAX_SPIN_NS		100000000ull
+#define ADAPTIVE_PARK_MIN_NS		16000ull
+#define ADAPTIVE_PARK_MAX_NS		1000000ull
+#define ADAPTIVE_PARK_FAST_NS		2000000ull
+#define ADAPTIVE_PARK_SIGNALLED_NS	100000000ull
+#define ADAPTIVE_TIMER_SLACK_NS		1000UL
+/*
+ * A consumer waiting for DONE spins only this long by default: it usually
+ * shares the CPUs with the worker that has to produce the DONE, and a
+ * parked consumer costs nothing but its wake-up.
+ */
+#define CONSUMER_DEFAULT_SPIN_NS	2000ull
 /* The cv wait is woken by append/destroy; the timeout is only a safety net. */
 #define CV_SAFETY_TIMEOUT_S	1
 
@@ -67,10 +85,40 @@ enum nproxy_idle_policy proxy_idle_policy_from_env(void)
 	v = getenv("NPROXY_ONE_THREAD_PER_CORE");
 	if (v && !strcmp(v, "1"))
 		return NPROXY_IDLE_SPIN;
-	return NPROXY_IDLE_YIELD;
+	return NPROXY_IDLE_ADAPTIVE;
 }
 
-struct proxy_queue *proxy_queue_create(uint32_t gid, enum nproxy_idle_policy policy)
+/* A spin window in microseconds from the environment, in ns. */
+static uint64_t spin_ns_from_env(const char *name, uint64_t dflt_ns)
+{
+	const char *v = getenv(name);
+	unsigned long long us;
+	char *end;
+
+	if (!v || !*v)
+		return dflt_ns;
+	errno = 0;
+	us = strtoull(v, &end, 10);
+	if (errno || *end || *v < '0' || *v > '9' || us > ADAPTIVE_MAX_SPIN_NS / 1000) {
+		nproxy_log(NPROXY_LOG_WARN, "%s=%s: not 0..%llu, using %llu", name, v,
+			   ADAPTIVE_MAX_SPIN_NS / 1000, (unsigned long long)dflt_ns / 1000);
+		return dflt_ns;
+	}
+	return us * 1000;
+}
+
+uint64_t proxy_spin_ns_from_env(void)
+{
+	return spin_ns_from_env("NPROXY_SPIN_US", ADAPTIVE_DEFAULT_SPIN_NS);
+}
+
+uint64_t proxy_consumer_spin_ns_from_env(void)
+{
+	return spin_ns_from_env("NPROXY_CONSUMER_SPIN_US", CONSUMER_DEFAULT_SPIN_NS);
+}
+
+struct proxy_queue *proxy_queue_create(uint32_t gid, enum nproxy_idle_policy policy,
+				       uint64_t spin_ns)
 {
 	struct proxy_queue *q = calloc(1, sizeof(*q));
 	pthread_condattr_t ca;
@@ -86,7 +134,15 @@ struct proxy_queue *proxy_queue_create(uint32_t gid, enum nproxy_idle_policy pol
 	q->status_head.next = q->status_head.prev = &q->status_head;
 	q->gid = gid;
 	q->idle_policy = policy == NPROXY_IDLE_DEFAULT ? proxy_idle_policy_from_env() : policy;
+	q->spin_ns = spin_ns;
 	return q;
+}
+
+void proxy_queue_kick(void *arg)
+{
+	struct proxy_queue *q = arg;
+
+	wake_signal(&q->wake);
 }
 
 /* Take mtx, announcing it so a spinning worker lets go between ticks. */
@@ -126,51 +182,105 @@ static bool bucket_append(struct proxy_queue *q, struct proxy_task *t)
 	return true;
 }
 
-static void idle_wait(enum nproxy_idle_policy policy, uint32_t idle_streak)
-{
-	switch (policy) {
-	case NPROXY_IDLE_SPIN:
-		break;
-	case NPROXY_IDLE_ADAPTIVE:
-		if (idle_streak <= ADAPTIVE_SPIN_TICKS)
-			break;
-		if (idle_streak <= ADAPTIVE_SPIN_TICKS + ADAPTIVE_YIELD_TICKS) {
-			sched_yield();
-		} else {
-			struct timespec ts = { 0, ADAPTIVE_SLEEP_NS };
+/* Where an idle tick goes: the fixed policies, or the adaptive state. */
+struct idle_state {
+	uint64_t since_ns;	/* first tick of this idle spell; 0: not idle */
+	uint64_t park_ns;	/* the next short park */
+};
 
-			nanosleep(&ts, NULL);
-		}
-		break;
+/*
+ * Called without mtx after a tick on which nothing moved.  seen is the
+ * wake sequence read before the tick: a signal since then ends the park at
+ * once.  polled: some task waits for something no signal announces.
+ */
+static void idle_wait(struct proxy_queue *q, struct idle_state *is, uint32_t seen, bool polled)
+{
+	uint64_t now;
+
+	switch (q->idle_policy) {
+	case NPROXY_IDLE_SPIN:
+		return;
 	case NPROXY_IDLE_YIELD:
-	default:
 		sched_yield();
+		return;
+	case NPROXY_IDLE_ADAPTIVE:
+	default:
 		break;
 	}
+	now = wake_now_ns();
+	if (!is->since_ns) {
+		is->since_ns = now;
+		is->park_ns = ADAPTIVE_PARK_MIN_NS;
+	}
+	if (now - is->since_ns < q->spin_ns) {
+		wake_cpu_relax();
+		return;
+	}
+	if (!polled) {
+		wake_wait(&q->wake, seen, ADAPTIVE_PARK_SIGNALLED_NS);
+		return;
+	}
+	wake_wait(&q->wake, seen, is->park_ns);
+	/* Short parks for the first ADAPTIVE_PARK_FAST_NS of the spell: a
+	 * peer's message is seen within one of them. */
+	if (is->park_ns < ADAPTIVE_PARK_MAX_NS && now - is->since_ns >= ADAPTIVE_PARK_FAST_NS)
+		is->park_ns *= 2;
 }
 
-static void cv_wait(struct proxy_queue *q)
+/*
+ * Producers push onto q->incoming without any lock (a Treiber stack);
+ * the worker takes the whole stack under mtx and appends it, oldest first,
+ * to q->queue_head/tail.  Called with mtx held.
+ */
+static void take_incoming(struct proxy_queue *q)
 {
-	struct timespec ts;
+	struct proxy_task *t = __atomic_exchange_n(&q->incoming, NULL, __ATOMIC_ACQUIRE);
+	struct proxy_task *fifo = NULL, *last = t;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += CV_SAFETY_TIMEOUT_S;
-	pthread_cond_timedwait(&q->cv, &q->mtx, &ts);
+	while (t) {
+		struct proxy_task *next = t->next;
+
+		t->next = fifo;
+		fifo = t;
+		t = next;
+	}
+	if (!fifo)
+		return;
+	if (q->queue_tail)
+		q->queue_tail->next = fifo;
+	else
+		q->queue_head = fifo;
+	q->queue_tail = last;
+}
+
+/*
+ * True quiescence: the reference runtime's cv.wait, on q->wake.  seen was
+ * read before the tick that found nothing to do, so an append (which
+ * signals q->wake after its push) is never missed.  Called with mtx held.
+ */
+static void quiescent_wait(struct proxy_queue *q, uint32_t seen)
+{
+	pthread_mutex_unlock(&q->mtx);
+	wake_wait(&q->wake, seen, CV_SAFETY_TIMEOUT_S * 1000000000ull);
+	pthread_mutex_lock(&q->mtx);
 }
 
 /* The seed's enc_proxy_queue::process. */
 static void queue_process(struct proxy_queue *q)
 {
 	uint64_t ticks = 0, steps = 0, idle_ticks = 0, cv_waits = 0, tasks_done = 0;
-	uint32_t idle_streak = 0;
+	struct idle_state is = { 0, 0 };
 
 	pthread_mutex_lock(&q->mtx);
 	while (!__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE)) {
 		uint64_t active_count = 0, idle_count = 0, done_now = 0;
+		/* Before the tick: whatever is signalled after this re-ticks. */
+		uint32_t seen = wake_seq(&q->wake);
 		struct proxy_rank_bucket **pb;
-		bool all_idle;
+		bool all_idle, polled = false;
 
 		/* (1) DRAIN into the per-rank active map. */
+		take_incoming(q);
 		while (q->queue_head) {
 			struct proxy_task *t = q->queue_head;
 			struct proxy_task *next = t->next;
@@ -209,6 +319,13 @@ static void queue_process(struct proxy_queue *q)
 				 */
 				if (rs != NPROXY_TASK_STATE_PROGRESSING)
 					idle_count++;
+				/* Network and barrier progress, and the module's
+				 * trigger words, announce nothing: poll them. */
+				if (rs == NPROXY_TASK_STATE_PROGRESSING ||
+				    rs == NPROXY_TASK_STATE_IDLE ||
+				    (rs == NPROXY_TASK_STATE_WAITING_DEVICE_TRIGGER &&
+				     !t->comm->trigger_notify))
+					polled = true;
 				prev = t;
 				pt = &t->next;
 			}
@@ -231,20 +348,23 @@ static void queue_process(struct proxy_queue *q)
 		__atomic_store_n(&q->stat_tasks_active, active_count - done_now,
 				 __ATOMIC_RELAXED);
 
-		/* (3) BLOCK only on true quiescence (checked under mtx: no lost wakeup). */
-		if (!q->active && !q->queue_head) {
-			idle_streak = 0;
+		/* (3) BLOCK only on true quiescence (after seen: no lost wakeup). */
+		if (!q->active && !q->queue_head &&
+		    !__atomic_load_n(&q->incoming, __ATOMIC_ACQUIRE)) {
+			is.since_ns = 0;
 			if (__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE))
 				break;
 			cv_waits++;
 			__atomic_store_n(&q->stat_cv_waits, cv_waits, __ATOMIC_RELAXED);
-			cv_wait(q);
+			quiescent_wait(q, seen);
 			continue;
 		}
-		idle_streak = all_idle && !q->queue_head ? idle_streak + 1 : 0;
+		if (!all_idle || q->queue_head)
+			is.since_ns = 0;
 		pthread_mutex_unlock(&q->mtx);
-		if (idle_streak)
-			idle_wait(q->idle_policy, idle_streak);
+		/* An append since seen makes the park return at once. */
+		if (all_idle && !q->queue_head)
+			idle_wait(q, &is, seen, polled);
 		/* A producer is waiting for mtx: let it in before re-ticking. */
 		while (__atomic_load_n(&q->lock_waiters, __ATOMIC_RELAXED))
 			sched_yield();
@@ -265,8 +385,8 @@ static void *queue_worker(void *arg)
 	rc = pthread_setname_np(pthread_self(), name);
 	if (rc)
 		nproxy_log(NPROXY_LOG_WARN, "Cannot set thread name: %d", rc);
-	/* The adaptive policy's bound is one short sleep: keep the kernel's
-	 * default 50 us timer slack from doubling it. */
+	/* The adaptive policy's short parks: keep the kernel's default 50 us
+	 * timer slack from multiplying them. */
 	if (q->idle_policy == NPROXY_IDLE_ADAPTIVE)
 		prctl(PR_SET_TIMERSLACK, ADAPTIVE_TIMER_SLACK_NS);
 	pthread_mutex_lock(&q->mtx);
@@ -308,7 +428,12 @@ enum nproxy_status proxy_queue_start(struct proxy_queue *q, const cpu_set_t *cpu
 	return NPROXY_SUCCESS;
 }
 
-/* The seed's append_task: status first (state_mtx), then the task (mtx), then notify. */
+/*
+ * The reference runtime's append_task: status first (state_mtx), then the
+ * task, then notify.  The task goes onto q->incoming with one CAS: no lock
+ * the worker holds, so a producer never waits for a tick (or for a worker
+ * preempted in the middle of one).
+ */
 void proxy_queue_append(struct proxy_queue *q, struct proxy_task *task)
 {
 	struct proxy_task_status *st = task->status;
@@ -320,15 +445,11 @@ void proxy_queue_append(struct proxy_queue *q, struct proxy_task *task)
 	q->status_head.prev = st;
 	pthread_mutex_unlock(&q->state_mtx);
 
-	proxy_queue_lock(q);
-	task->next = NULL;
-	if (q->queue_tail)
-		q->queue_tail->next = task;
-	else
-		q->queue_head = task;
-	q->queue_tail = task;
-	proxy_queue_unlock(q);
-	pthread_cond_broadcast(&q->cv);
+	task->next = __atomic_load_n(&q->incoming, __ATOMIC_RELAXED);
+	while (!__atomic_compare_exchange_n(&q->incoming, &task->next, task, true,
+					    __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		;
+	wake_signal(&q->wake);
 }
 
 static void status_unlink_matching(struct proxy_queue *q, const struct nproxy_comm *comm)
@@ -360,6 +481,7 @@ static void tasks_drop_matching(struct proxy_queue *q, const struct nproxy_comm 
 	struct proxy_task **pt, *t, *prev = NULL;
 	struct proxy_rank_bucket **pb;
 
+	take_incoming(q);
 	for (pt = &q->queue_head; (t = *pt);) {
 		if (comm && t->comm != comm) {
 			prev = t;
@@ -415,6 +537,7 @@ void proxy_queue_destroy(struct proxy_queue *q)
 	__atomic_store_n(&q->stop, true, __ATOMIC_RELEASE);
 	pthread_cond_broadcast(&q->cv);
 	proxy_queue_unlock(q);
+	wake_signal(&q->wake);
 	if (q->started)
 		pthread_join(q->thread, NULL);
 	tasks_drop_matching(q, NULL);

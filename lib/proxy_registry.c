@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <nproxy/log.h>
+#include <nproxy/handshake.h>
 #include "proxy_internal.h"
 
 #define DEFAULT_RANKS_PER_PROXY	1u
@@ -109,7 +110,7 @@ static enum nproxy_status parse_cpu_list(const char *list, cpu_set_t *set)
 
 /* MISS path only: a new queue, placed and started. */
 static enum nproxy_status create_group_queue(uint32_t gid, enum nproxy_idle_policy policy,
-					     struct proxy_queue **out)
+					     uint64_t spin_ns, struct proxy_queue **out)
 {
 	const char *cpus_env = getenv("NPROXY_PROXY_CPUSET");
 	cpu_set_t cpus;
@@ -121,7 +122,7 @@ static enum nproxy_status create_group_queue(uint32_t gid, enum nproxy_idle_poli
 			   gid, cpus_env);
 		return NPROXY_INVALID;
 	}
-	q = proxy_queue_create(gid, policy);
+	q = proxy_queue_create(gid, policy, spin_ns);
 	if (!q)
 		return NPROXY_RESOURCE;
 	rc = proxy_queue_start(q, cpus_env && *cpus_env ? &cpus : NULL);
@@ -200,6 +201,7 @@ enum nproxy_status nproxy_comm_init(const struct nproxy_comm_opts *in, struct np
 	comm->seam = opts.seam;
 	comm->barrier = opts.barrier;
 	comm->next_ctx = 1ull << 63;	/* library-assigned ctx values have the top bit set */
+	comm->spin_ns = proxy_consumer_spin_ns_from_env();
 
 	pthread_mutex_lock(&registry_lock);
 	for (node = registry_head; node; node = node->next)
@@ -214,7 +216,7 @@ enum nproxy_status nproxy_comm_init(const struct nproxy_comm_opts *in, struct np
 			rc = NPROXY_RESOURCE;
 			goto err_free;
 		}
-		rc = create_group_queue(comm->gid, opts.idle_policy, &node->queue);
+		rc = create_group_queue(comm->gid, opts.idle_policy, comm->spin_ns, &node->queue);
 		if (rc != NPROXY_SUCCESS) {
 			pthread_mutex_unlock(&registry_lock);
 			free(node);
@@ -227,6 +229,10 @@ enum nproxy_status nproxy_comm_init(const struct nproxy_comm_opts *in, struct np
 	}
 	comm->queue = node->queue;
 	pthread_mutex_unlock(&registry_lock);
+	/* A device that announces its triggers lets the idle worker park. */
+	comm->trigger_notify = comm->hs &&
+		nproxy_hs_set_trigger_notify(comm->hs, proxy_queue_kick, comm->queue) ==
+		NPROXY_SUCCESS;
 	*out = comm;
 	return NPROXY_SUCCESS;
 
@@ -241,6 +247,9 @@ void nproxy_comm_free(struct nproxy_comm *comm)
 
 	if (!comm)
 		return;
+	/* Once this returns the device no longer calls into the queue. */
+	if (comm->trigger_notify)
+		nproxy_hs_set_trigger_notify(comm->hs, NULL, NULL);
 	/* Our reference keeps the queue alive while its tasks are dropped. */
 	proxy_queue_drop_comm(comm->queue, comm);
 

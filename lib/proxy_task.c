@@ -86,59 +86,105 @@ void proxy_task_clear_start_flag(struct proxy_task *task)
 
 /* ---- consumer ---- */
 
-enum nproxy_status nproxy_check_status(struct nproxy_comm *comm, uint64_t ctx,
-				       enum nproxy_task_type type, bool *done,
-				       enum nproxy_status *status)
+/* Called with q->state_mtx held. */
+static struct proxy_task_status *status_find(struct proxy_queue *q, const struct nproxy_comm *comm,
+					     uint64_t ctx, enum nproxy_task_type type)
 {
+	struct proxy_task_status *st;
+
+	for (st = q->status_head.next; st != &q->status_head; st = st->next)
+		if (st->comm == comm && st->enc_ctx == ctx && st->task_type == type)
+			return st;
+	return NULL;
+}
+
+/*
+ * Until st is DONE or timeout_ns passed: spin for spin_ns (a hand-off that
+ * is about to happen costs no system call), then park on the run_state word,
+ * which the worker's DONE publish wakes.
+ */
+static void status_wait_done(struct proxy_task_status *st, uint64_t timeout_ns, uint64_t spin_ns)
+{
+	uint64_t start = wake_now_ns(), now = start;
+
+	while (now - start < spin_ns && now - start < timeout_ns) {
+		for (int i = 0; i < 64; i++) {
+			if (proxy_status_run_state(st) == NPROXY_TASK_STATE_DONE)
+				return;
+			wake_cpu_relax();
+		}
+		now = wake_now_ns();
+	}
+	for (;;) {
+		uint32_t seen = __atomic_load_n(&st->run_state, __ATOMIC_SEQ_CST);
+
+		if (seen == NPROXY_TASK_STATE_DONE || now - start >= timeout_ns)
+			return;
+		wake_word_wait(&st->run_state, &st->sleepers, seen, timeout_ns - (now - start));
+		now = wake_now_ns();
+	}
+}
+
+enum nproxy_status nproxy_await_status(struct nproxy_comm *comm, uint64_t ctx,
+				       enum nproxy_task_type type, uint32_t timeout_ms,
+				       bool *done, enum nproxy_status *status)
+{
+	struct proxy_task_status *found, *put_list = NULL, *put_wait = NULL;
+	enum nproxy_status rc = NPROXY_SUCCESS;
 	struct proxy_queue *q;
-	struct proxy_task_status *st, *found = NULL;
 	uint32_t rs;
 
 	if (!comm || !done || !status)
 		return NPROXY_INVALID;
 	q = comm->queue;
 	pthread_mutex_lock(&q->state_mtx);
-	for (st = q->status_head.next; st != &q->status_head; st = st->next) {
-		if (st->comm == comm && st->enc_ctx == ctx && st->task_type == type) {
-			found = st;
-			break;
-		}
-	}
+	found = status_find(q, comm, ctx, type);
 	if (!found) {
 		pthread_mutex_unlock(&q->state_mtx);
 		return NPROXY_FAILURE;
 	}
-	/* run_state first (acquire), then the status published before it. */
 	rs = proxy_status_run_state(found);
+	if (rs != NPROXY_TASK_STATE_DONE && timeout_ms) {
+		/* Wait without the lock, holding a reference of our own. */
+		proxy_status_get(found);
+		put_wait = found;
+		pthread_mutex_unlock(&q->state_mtx);
+		status_wait_done(found, (uint64_t)timeout_ms * 1000000ull, comm->spin_ns);
+		pthread_mutex_lock(&q->state_mtx);
+		rs = proxy_status_run_state(found);
+	}
+	/* run_state first (acquire), then the status published before it. */
 	*status = (enum nproxy_status)__atomic_load_n(&found->progress_status, __ATOMIC_RELAXED);
 	*done = rs == NPROXY_TASK_STATE_DONE;
 	if (*done) {
-		found->prev->next = found->next;
-		found->next->prev = found->prev;
-		found->prev = found->next = NULL;
-	} else {
-		found = NULL;
+		if (found->prev) {
+			found->prev->next = found->next;
+			found->next->prev = found->prev;
+			found->prev = found->next = NULL;
+			put_list = found;	/* the list's reference */
+		} else {
+			rc = NPROXY_FAILURE;	/* another consumer took it meanwhile */
+			*done = false;
+		}
 	}
 	pthread_mutex_unlock(&q->state_mtx);
-	if (found)
-		proxy_status_put(found);	/* the list's reference */
-	return NPROXY_SUCCESS;
+	proxy_status_put(put_list);
+	proxy_status_put(put_wait);
+	return rc;
 }
 
-static uint64_t mono_ns(void)
+enum nproxy_status nproxy_check_status(struct nproxy_comm *comm, uint64_t ctx,
+				       enum nproxy_task_type type, bool *done,
+				       enum nproxy_status *status)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return nproxy_await_status(comm, ctx, type, 0, done, status);
 }
 
-/* The seed's enc_consume_proxy_task_status: check + short sleep, with a deadline. */
+/* The seed's enc_consume_proxy_task_status: wait for DONE, with a deadline. */
 enum nproxy_status nproxy_wait_status(struct nproxy_comm *comm, uint64_t ctx,
 				      enum nproxy_task_type type, uint32_t timeout_ms)
 {
 	uint64_t timeout_ns, deadline;
-	long sleep_ns = 1000;	/* 1 us, doubling to 256 us: cheap when fast, idle when slow */
 	enum nproxy_status st, rc;
 	bool done;
 
@@ -146,9 +192,14 @@ enum nproxy_status nproxy_wait_status(struct nproxy_comm *comm, uint64_t ctx,
 		return NPROXY_INVALID;
 	timeout_ns = timeout_ms ? (uint64_t)timeout_ms * 1000000ull
 				: (uint64_t)comm->timeout_s * 1000000000ull;
-	deadline = mono_ns() + timeout_ns;
+	deadline = wake_now_ns() + timeout_ns;
 	for (;;) {
-		rc = nproxy_check_status(comm, ctx, type, &done, &st);
+		uint64_t now = wake_now_ns();
+		uint64_t left_ms = now < deadline ? (deadline - now + 999999) / 1000000 : 0;
+
+		if (left_ms > UINT32_MAX)
+			left_ms = UINT32_MAX;
+		rc = nproxy_await_status(comm, ctx, type, (uint32_t)left_ms, &done, &st);
 		if (rc != NPROXY_SUCCESS)
 			return rc;
 		if (done) {
@@ -158,20 +209,13 @@ enum nproxy_status nproxy_wait_status(struct nproxy_comm *comm, uint64_t ctx,
 					   comm->device_index, comm->gid, (int)st);
 			return st;
 		}
-		if (mono_ns() >= deadline) {
+		if (wake_now_ns() >= deadline) {
 			nproxy_log(NPROXY_LOG_ERROR,
 				   "[nec_dev %u gid %u] Timeout exceeded: Waiting on proxy task type %d: %u sec",
 				   comm->device_index, comm->gid, (int)type,
 				   (unsigned int)((timeout_ns + 999999999ull) / 1000000000ull));
 			return NPROXY_TIMEOUT;
 		}
-		{
-			struct timespec ts = { 0, sleep_ns };
-
-			nanosleep(&ts, NULL);
-		}
-		if (sleep_ns < 256000)
-			sleep_ns *= 2;
 	}
 }
 

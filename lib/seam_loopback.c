@@ -287,7 +287,7 @@ static void complete_op(struct nproxy_loopback *lb, struct lb_block *b, uint32_t
 	b->n_completed++;
 	__atomic_add_fetch(&lb->c.ops_completed, 1, __ATOMIC_RELAXED);
 	if (op->flags & NPROXY_NET_OP_F_COMPLETE)
-		nproxy_sem_add(&b->dev.sems[op->post_sem], op->post_inc);
+		nproxy_device_sem_add(&b->dev, op->post_sem, op->post_inc);
 }
 
 /* Called with the fabric lock held: one tick of block b.  *moved set if anything happened. */

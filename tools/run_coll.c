@@ -191,38 +191,34 @@ static int dead_peer(const struct rank_ctx *rc)
 
 /*
  * Wait for one task's status like nproxy_wait_status(), but also watch the
- * local peer processes: a dead peer ends the wait at once.
+ * local peer processes: the wait is cut into slices of PEER_CHECK_MS, and a
+ * dead peer ends it at once.
  */
+#define PEER_CHECK_MS	20
+
 static enum nproxy_status wait_task(struct rank_ctx *rc, enum nproxy_task_type type,
 				    int timeout_ms, int *dead)
 {
-	double until = run_now() + timeout_ms / 1000.0, next_check = 0;
-	long sleep_ns = 1000;
+	double until = run_now() + timeout_ms / 1000.0;
 	enum nproxy_status st, rcode;
 	bool done;
 
 	*dead = -1;
 	for (;;) {
-		rcode = nproxy_check_status(rc->comm, rc->ctx, type, &done, &st);
+		double left = until - run_now();
+		uint32_t slice = left <= 0 ? 0 : left * 1000 < PEER_CHECK_MS ?
+				 (uint32_t)(left * 1000) + 1 : PEER_CHECK_MS;
+
+		rcode = nproxy_await_status(rc->comm, rc->ctx, type, slice, &done, &st);
 		if (rcode != NPROXY_SUCCESS)
 			return rcode;
 		if (done)
 			return st;
-		if (run_now() >= next_check) {
-			*dead = dead_peer(rc);
-			if (*dead >= 0)
-				return NPROXY_PEER_DEAD;
-			next_check = run_now() + 0.02;
-		}
+		*dead = dead_peer(rc);
+		if (*dead >= 0)
+			return NPROXY_PEER_DEAD;
 		if (run_now() >= until)
 			return NPROXY_TIMEOUT;
-		{
-			struct timespec ts = { 0, sleep_ns };
-
-			nanosleep(&ts, NULL);
-		}
-		if (sleep_ns < 256000)
-			sleep_ns *= 2;
 	}
 }
 

@@ -116,6 +116,26 @@ NPROXY_API const volatile struct nproxy_region_info *nproxy_hs_info(const struct
  */
 NPROXY_API int nproxy_hs_fd(const struct nproxy_hs *hs);
 
+struct nproxy_sem_bell;
+/*
+ * The doorbell a semaphore increment rings so that a device parked in
+ * WAIT_SEM wakes at once (see nproxy_device_sem_add in <nproxy/seam.h>).
+ * NULL when the device polls its semaphores (kmod).  An op whose dev.sems
+ * come from this region gets it automatically.
+ */
+NPROXY_API struct nproxy_sem_bell *nproxy_hs_sem_bell(struct nproxy_hs *hs);
+/*
+ * Device -> host wake-up: fn(arg) runs on the device side right after every
+ * trigger word store, so that a host thread can park instead of polling the
+ * words (the proxy worker registers its queue here).  fn must not block or
+ * call into this region.  fn NULL removes the callback; once that call
+ * returns, fn is not running and will not run.  One callback per region.
+ * NPROXY_UNSUPPORTED when the device cannot call back (kmod: the module
+ * writes the words; poll them).
+ */
+NPROXY_API enum nproxy_status nproxy_hs_set_trigger_notify(struct nproxy_hs *hs,
+							   void (*fn)(void *), void *arg);
+
 /* ---- the (emulated) device side ---- */
 
 /*

@@ -66,13 +66,19 @@ enum nproxy_task_run_state {
  * by the comm that creates it.
  */
 enum nproxy_idle_policy {
-	/* NPROXY_IDLE_POLICY=spin|yield|adaptive, else the seed's rule:
-	 * SPIN if NPROXY_ONE_THREAD_PER_CORE=1, YIELD otherwise. */
+	/* NPROXY_IDLE_POLICY=spin|yield|adaptive, else SPIN if
+	 * NPROXY_ONE_THREAD_PER_CORE=1 (the reference runtime's rule),
+	 * ADAPTIVE otherwise. */
 	NPROXY_IDLE_DEFAULT	= 0,
 	NPROXY_IDLE_SPIN	= 1,	/* re-tick at once (dedicated core) */
 	NPROXY_IDLE_YIELD	= 2,	/* sched_yield() between ticks */
-	/* Spin 256 idle ticks, then yield 256, then nanosleep(50 us) per
-	 * tick: adds at most ~one sleep (+ timer slack) of latency. */
+	/*
+	 * The default: re-tick for the spin window (NPROXY_SPIN_US, default
+	 * 50 us), then park until something that ends the idleness is
+	 * signalled (enqueue, stop, a memfd device's trigger store).  Waits
+	 * nothing signals (network completions, nproxy.ko's trigger words)
+	 * are polled with parks doubling from 16 us to 1 ms.
+	 */
 	NPROXY_IDLE_ADAPTIVE	= 3,
 };
 
@@ -182,7 +188,20 @@ NPROXY_API enum nproxy_status nproxy_check_status(struct nproxy_comm *comm, uint
 						  enum nproxy_status *status);
 
 /*
- * Poll until done or timeout_ms (0: the comm's timeout_s).  Returns the
+ * nproxy_check_status() that waits up to timeout_ms (0: does not wait) for
+ * the task to reach DONE: it spins for the spin window (NPROXY_SPIN_US),
+ * then parks on the status word, which the worker's DONE publish wakes.
+ * After timeout_ms it returns NPROXY_SUCCESS with *done false and logs
+ * nothing: a caller with its own liveness checks loops on it.
+ * NPROXY_FAILURE when no such task exists (or another thread consumed it).
+ */
+NPROXY_API enum nproxy_status nproxy_await_status(struct nproxy_comm *comm, uint64_t ctx,
+						  enum nproxy_task_type type, uint32_t timeout_ms,
+						  bool *done, enum nproxy_status *status);
+
+/*
+ * Wait until done or timeout_ms (0: the comm's timeout_s), like
+ * nproxy_await_status().  Returns the
  * task's status, NPROXY_TIMEOUT (logging the seed's watchdog line) or
  * NPROXY_FAILURE when no such task exists.
  */

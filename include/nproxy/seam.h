@@ -70,12 +70,43 @@ struct nproxy_fifo_set {
 	uint32_t reserved;
 };
 
+/*
+ * A device's doorbell for semaphore increments.  A device that blocks in a
+ * WAIT_SEM step instead of polling (the memfd backend's emulated device)
+ * counts itself in sleepers and parks on seq; whoever increments one of its
+ * semaphores then rings it.  The ring is one load when nobody is parked.
+ */
+struct nproxy_sem_bell {
+	uint32_t seq;		/* futex word, bumped by every ring */
+	uint32_t sleepers;	/* device threads parked on seq */
+};
+
 /* The device's semaphore page, as the engine sees it (preconditions read it,
  * completions add to it). NULL sems with n_sems 0: no device attached. */
 struct nproxy_device_sems {
 	volatile uint64_t *sems;
 	uint32_t n_sems;
+	uint32_t reserved;		/* must be 0 */
+	/* NULL: the device polls its semaphores (nproxy.ko, a test's page). */
+	struct nproxy_sem_bell *bell;
 };
+
+/* Wake the device parked on bell (a futex wake). */
+NPROXY_API void nproxy_sem_bell_ring(struct nproxy_sem_bell *bell);
+
+/*
+ * The completion back-edge (the reference runtime's nec_inc_semaphore):
+ * one atomic add, and a ring only when the device is parked on its bell.
+ */
+static inline uint64_t nproxy_device_sem_add(const struct nproxy_device_sems *dev, uint32_t sem,
+					     uint64_t inc)
+{
+	uint64_t v = __atomic_add_fetch(&dev->sems[sem], inc, __ATOMIC_SEQ_CST);
+
+	if (dev->bell && __atomic_load_n(&dev->bell->sleepers, __ATOMIC_SEQ_CST))
+		nproxy_sem_bell_ring(dev->bell);
+	return v;
+}
 
 struct nproxy_seam_ops {
 	const char *name;

@@ -53,7 +53,7 @@ TEST(bad_fifo_records)
 	struct nproxy_net *net = open_single(_metadata);
 	static uint8_t buf[4096];
 	uint64_t sems[2] = { 0 };
-	struct nproxy_device_sems dev = { sems, 2 };
+	struct nproxy_device_sems dev = { .sems = sems, .n_sems = 2 };
 	struct nproxy_net_op op = { .kind = NPROXY_NET_OP_SEND, .peer = 0, .len = 16 };
 	struct nproxy_net_addr a = { 0 };
 	struct nproxy_fifo_set fs = { .ops = &op, .n_ops = 1, .src = &a, .n_src = 1, .dst = &a,

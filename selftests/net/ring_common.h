@@ -95,7 +95,7 @@ static inline int ring_allgather(struct nproxy_net *net, size_t size, uint32_t s
 	struct nproxy_net_op *ops = calloc(2 * n, sizeof(*ops));
 	struct nproxy_net_addr *addrs = calloc(n, sizeof(*addrs));
 	uint64_t sems[2] = { 0, 0 };
-	struct nproxy_device_sems dev = { sems, 2 };
+	struct nproxy_device_sems dev = { .sems = sems, .n_sems = 2 };
 	struct nproxy_seam seam;
 	struct nproxy_fifo_set fs;
 	enum nproxy_status st;
@@ -196,7 +196,7 @@ static inline int ring_allreduce(struct nproxy_net *net, size_t size, uint32_t s
 	struct nproxy_net_op *rs = calloc(2 * n, sizeof(*rs)), *ag = calloc(2 * n, sizeof(*ag));
 	struct nproxy_net_addr *a_acc = calloc(n, sizeof(*a_acc)), *a_tmp = calloc(n, sizeof(*a_tmp));
 	uint64_t sems[3] = { 0, 0, 0 };
-	struct nproxy_device_sems dev = { sems, 3 };
+	struct nproxy_device_sems dev = { .sems = sems, .n_sems = 3 };
 	struct ring_ar_dev d = { .r = r, .n = n, .size = size, .acc = acc, .tmp = tmp, .sems = sems };
 	struct nproxy_fifo_set fs_rs, fs_ag;
 	struct nproxy_seam seam;
