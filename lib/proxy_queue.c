@@ -212,8 +212,14 @@ static void idle_wait(struct proxy_queue *q, struct idle_state *is, uint32_t see
 		is->since_ns = now;
 		is->park_ns = ADAPTIVE_PARK_MIN_NS;
 	}
+	/*
+	 * The spin window yields between ticks: on a CPU the worker shares
+	 * (with its own consumer, with other ranks on an oversubscribed host)
+	 * whoever was just woken runs at once instead of at the next
+	 * preemption; on a CPU of its own the yield returns at once.
+	 */
 	if (now - is->since_ns < q->spin_ns) {
-		wake_cpu_relax();
+		sched_yield();
 		return;
 	}
 	if (!polled) {

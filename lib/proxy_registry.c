@@ -216,7 +216,8 @@ enum nproxy_status nproxy_comm_init(const struct nproxy_comm_opts *in, struct np
 			rc = NPROXY_RESOURCE;
 			goto err_free;
 		}
-		rc = create_group_queue(comm->gid, opts.idle_policy, comm->spin_ns, &node->queue);
+		rc = create_group_queue(comm->gid, opts.idle_policy, proxy_spin_ns_from_env(),
+					&node->queue);
 		if (rc != NPROXY_SUCCESS) {
 			pthread_mutex_unlock(&registry_lock);
 			free(node);

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,37 @@ static void sleep_ms(int ms)
 	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
 
 	nanosleep(&ts, NULL);
+}
+
+/*
+ * --bind core: forked process i runs on the i-th CPU of the set we may use
+ * (round robin), as mpirun binds ranks.  Its threads -- the caller, the
+ * proxy worker, the emulated device -- then hand off on one CPU, where a
+ * wake-up is a context switch instead of an inter-processor interrupt.
+ * Best effort: a failure leaves the process unbound, with a warning.
+ */
+static void bind_to_cpu(uint32_t index)
+{
+	cpu_set_t allowed, one;
+	int n, cpu;
+
+	if (sched_getaffinity(0, sizeof(allowed), &allowed))
+		return;
+	n = CPU_COUNT(&allowed);
+	if (n <= 1)
+		return;
+	index %= (uint32_t)n;
+	for (cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+		if (!CPU_ISSET(cpu, &allowed))
+			continue;
+		if (!index--)
+			break;
+	}
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	if (sched_setaffinity(0, sizeof(one), &one))
+		fprintf(stderr, "nproxy-run: --bind core: CPU %d: %s (running unbound)\n", cpu,
+			strerror(errno));
 }
 
 static int check_world(const struct run_opts *o, uint32_t n_procs)
@@ -174,6 +206,8 @@ static int run_forked(const struct run_opts *o)
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
 			if (getppid() == 1)
 				_exit(RUN_EXIT_DEAD);
+			if (o->bind == RUN_BIND_CORE)
+				bind_to_cpu(p);
 			place.proc_rank = p;
 			place.local_proc = p;
 			code = run_job(o, &place, recs[p]);

@@ -35,6 +35,11 @@ enum run_collective {
 	RUN_SENDRECV  = 2,
 };
 
+enum run_bind {
+	RUN_BIND_CORE = 0,	/* the default for forked processes */
+	RUN_BIND_NONE = 1,
+};
+
 struct run_opts {
 	uint32_t procs;			/* self-fork: processes (0: launcher mode) */
 	uint32_t ranks_per_proc;
@@ -52,6 +57,7 @@ struct run_opts {
 	bool json;
 	bool quiet;
 	bool procs_given;
+	enum run_bind bind;
 };
 
 /* This process's place in the job. */
@@ -71,6 +77,9 @@ struct run_size_result {
 	uint64_t bytes;		/* the collective's size as run (rounded to the ring) */
 	uint32_t iters;		/* timed iterations completed */
 	uint32_t verify_errors;	/* iterations with a mismatch (over local ranks) */
+	/* Over the timed iterations' ops only (not fill, verify, barrier): */
+	double cpu_s;		/* CPU time of this process, every thread */
+	double wall_s;		/* wall time, summed over iterations */
 };
 
 /* Per-process shared record (lat_us follows: n_sizes * iters doubles). */

@@ -44,6 +44,8 @@ void run_usage(FILE *f)
 "      --ranks-per-proxy K    comms sharing one proxy worker thread\n"
 "      --one-thread-per-core  proxy workers busy-spin instead of yielding\n"
 "      --device-delay-us D    emulated device time to reach the net stage (default 10)\n"
+"      --bind core|none       pin forked process i to the i-th allowed CPU (round\n"
+"                             robin) or not (default core; launchers bind)\n"
 "  -t, --timeout S            whole-run deadline in seconds (default 60)\n"
 "  -j, --json                 machine-readable results on stdout\n"
 "  -q, --quiet                no progress output\n"
@@ -151,7 +153,7 @@ static int parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out)
 
 int run_parse_opts(int argc, char **argv, struct run_opts *o)
 {
-	enum { O_PROVIDER = 256, O_HANDSHAKE, O_RPP, O_OTPC, O_DELAY };
+	enum { O_PROVIDER = 256, O_HANDSHAKE, O_RPP, O_OTPC, O_DELAY, O_BIND };
 	static const struct option longopts[] = {
 		{ "procs", required_argument, NULL, 'p' },
 		{ "ranks-per-proc", required_argument, NULL, 'r' },
@@ -164,6 +166,7 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 		{ "ranks-per-proxy", required_argument, NULL, O_RPP },
 		{ "one-thread-per-core", no_argument, NULL, O_OTPC },
 		{ "device-delay-us", required_argument, NULL, O_DELAY },
+		{ "bind", required_argument, NULL, O_BIND },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "quiet", no_argument, NULL, 'q' },
@@ -234,6 +237,14 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 			break;
 		case O_OTPC:
 			o->one_thread_per_core = true;
+			break;
+		case O_BIND:
+			if (!strcmp(optarg, "core"))
+				o->bind = RUN_BIND_CORE;
+			else if (!strcmp(optarg, "none"))
+				o->bind = RUN_BIND_NONE;
+			else
+				return bad("--bind: '%s' is not core or none", optarg);
 			break;
 		case O_DELAY:
 			if (parse_u32(optarg, 0, 10000000, &o->device_delay_us))

@@ -116,6 +116,8 @@ struct size_row {
 	double median_us, p99_us, min_us, max_us;
 	double algbw, busbw;		/* GB/s (1e9 bytes/s) */
 	uint32_t verify_errors;
+	double cpu_s;			/* every process's CPU during the timed ops */
+	double wall_s;			/* the slowest process's wall time of them */
 };
 
 /* An iteration's time is the slowest process's time for it. */
@@ -131,6 +133,9 @@ static void make_row(const struct run_opts *o, struct run_proc_record **recs, ui
 		if (recs[p]->sizes[si].iters < iters)
 			iters = recs[p]->sizes[si].iters;
 		row->verify_errors += recs[p]->sizes[si].verify_errors;
+		row->cpu_s += recs[p]->sizes[si].cpu_s;
+		if (recs[p]->sizes[si].wall_s > row->wall_s)
+			row->wall_s = recs[p]->sizes[si].wall_s;
 	}
 	row->iters = iters;
 	if (!lat || !iters) {
@@ -237,6 +242,10 @@ void run_report(const struct run_opts *o, const struct run_place *place,
 			json_double(&w, "busbw_gbps", rows[i].busbw);
 			json_bool(&w, "verified", rows[i].verify_errors == 0 && rows[i].iters > 0);
 			json_u64(&w, "verify_errors", rows[i].verify_errors);
+			json_double(&w, "cpu_s", rows[i].cpu_s);
+			json_double(&w, "timed_wall_s", rows[i].wall_s);
+			json_double(&w, "cpu_us_per_op", rows[i].iters ?
+				    rows[i].cpu_s * 1e6 / rows[i].iters : NAN);
 			json_obj_end(&w);
 		}
 		json_arr_end(&w);

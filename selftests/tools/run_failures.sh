@@ -92,7 +92,7 @@ wait "${pids[0]}"; rc0=$?
 { wait "${pids[1]}"; } 2>/dev/null; rc1=$?
 took=$((SECONDS - start))
 if ((rc0 == 4 && rc1 == 137)) && ((took < 30)) &&
-   grep -Eq "^nproxy-run: rank 0: peer rank 1 \(pid [0-9]+\) died during op [0-9]+$" "$tmp/launched.0"; then
+   grep -Eq "^nproxy-run: rank 0: peer rank 1 \(pid [0-9]+\) died (during|before) op [0-9]+$" "$tmp/launched.0"; then
 	tap_ok "launched, peer killed: survivor exits 4 naming rank 1 after ${took} s"
 else
 	tap_fail "launched, peer killed: survivor exits 4" "exit $rc0 / $rc1 after $took s" "$(cat "$tmp"/launched.*)"

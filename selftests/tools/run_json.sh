@@ -41,7 +41,8 @@ schema = {
 }
 row = {"bytes": int, "iters": int, "median_us": (int, float), "p99_us": (int, float),
        "min_us": (int, float), "max_us": (int, float), "algbw_gbps": (int, float),
-       "busbw_gbps": (int, float), "verified": bool, "verify_errors": int}
+       "busbw_gbps": (int, float), "verified": bool, "verify_errors": int,
+       "cpu_s": (int, float), "timed_wall_s": (int, float), "cpu_us_per_op": (int, float)}
 for k, t in schema.items():
     assert k in d, "missing key %s" % k
     assert isinstance(d[k], t), "key %s is %r" % (k, d[k])
@@ -54,6 +55,10 @@ for r in d["results"]:
     assert r["verified"] and r["verify_errors"] == 0
     assert 0 < r["min_us"] <= r["median_us"] <= r["p99_us"] <= r["max_us"]
     assert abs(r["algbw_gbps"] - r["bytes"] / r["median_us"] / 1e3) <= 1e-3 * r["algbw_gbps"] + 1e-9
+    # The slowest process's summed op time: positive, at most every iteration at its max.
+    assert 0 < r["timed_wall_s"] * 1e6 <= r["max_us"] * r["iters"] * 1.001
+    assert r["cpu_s"] > 0
+    assert abs(r["cpu_us_per_op"] - r["cpu_s"] * 1e6 / r["iters"]) <= 1e-3 * r["cpu_us_per_op"] + 1e-6
 w = d["world_size"]
 f = {"allgather": (w - 1) / w, "allreduce": 2 * (w - 1) / w, "sendrecv": 1.0}[d["collective"]]
 for r in d["results"]:
