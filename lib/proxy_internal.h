@@ -92,6 +92,7 @@ struct proxy_queue {
 	/* Published by the worker once per tick (relaxed atomics). */
 	uint64_t stat_ticks, stat_steps, stat_idle_ticks, stat_cv_waits;
 	uint64_t stat_tasks_done, stat_tasks_active;
+	uint64_t stat_idle_parks, stat_safety_timeouts;
 };
 
 struct nproxy_comm {

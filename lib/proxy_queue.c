@@ -222,8 +222,13 @@ static void idle_wait(struct proxy_queue *q, struct idle_state *is, uint32_t see
 		sched_yield();
 		return;
 	}
+	__atomic_store_n(&q->stat_idle_parks, q->stat_idle_parks + 1, __ATOMIC_RELAXED);
 	if (!polled) {
 		wake_wait(&q->wake, seen, ADAPTIVE_PARK_SIGNALLED_NS);
+		if (wake_seq(&q->wake) == seen &&
+		    wake_now_ns() - now >= ADAPTIVE_PARK_SIGNALLED_NS)
+			__atomic_store_n(&q->stat_safety_timeouts, q->stat_safety_timeouts + 1,
+					 __ATOMIC_RELAXED);
 		return;
 	}
 	wake_wait(&q->wake, seen, is->park_ns);
@@ -283,7 +288,7 @@ static void queue_process(struct proxy_queue *q)
 		/* Before the tick: whatever is signalled after this re-ticks. */
 		uint32_t seen = wake_seq(&q->wake);
 		struct proxy_rank_bucket **pb;
-		bool all_idle, polled = false;
+		bool all_idle, idle, polled = false;
 
 		/* (1) DRAIN into the per-rank active map. */
 		take_incoming(q);
@@ -365,11 +370,12 @@ static void queue_process(struct proxy_queue *q)
 			quiescent_wait(q, seen);
 			continue;
 		}
-		if (!all_idle || q->queue_head)
+		idle = all_idle && !q->queue_head;	/* read under mtx */
+		if (!idle)
 			is.since_ns = 0;
 		pthread_mutex_unlock(&q->mtx);
 		/* An append since seen makes the park return at once. */
-		if (all_idle && !q->queue_head)
+		if (idle)
 			idle_wait(q, &is, seen, polled);
 		/* A producer is waiting for mtx: let it in before re-ticking. */
 		while (__atomic_load_n(&q->lock_waiters, __ATOMIC_RELAXED))
@@ -563,5 +569,7 @@ void proxy_queue_stats(struct proxy_queue *q, struct nproxy_proxy_stats *out)
 	out->tasks_done = __atomic_load_n(&q->stat_tasks_done, __ATOMIC_RELAXED);
 	out->tasks_active = __atomic_load_n(&q->stat_tasks_active, __ATOMIC_RELAXED);
 	out->worker_tid = __atomic_load_n(&q->tid, __ATOMIC_ACQUIRE);
+	out->idle_parks = __atomic_load_n(&q->stat_idle_parks, __ATOMIC_RELAXED);
+	out->safety_timeouts = __atomic_load_n(&q->stat_safety_timeouts, __ATOMIC_RELAXED);
 	out->idle_policy = q->idle_policy;
 }

@@ -230,6 +230,14 @@ struct nproxy_proxy_stats {
 	uint32_t refcnt;
 	enum nproxy_idle_policy idle_policy;
 	uint32_t reserved;
+	/* Adaptive policy: parks after the spin window. */
+	uint64_t idle_parks;
+	/*
+	 * Of those, parks on waits that only a signal ends (enqueue, stop, a
+	 * memfd trigger) that ran into their 100 ms safety timeout instead:
+	 * a missed wake-up, or a device slower than that.
+	 */
+	uint64_t safety_timeouts;
 };
 
 /* NPROXY_FAILURE when no such group. */
