@@ -10,11 +10,11 @@
  * recv from A on B in bb).  With the comm id, stream, block and source rank
  * also in the tag, no two in-flight ops can match each other's messages.
  *
- * Posting order: ops are scanned in FIFO order; an op that cannot go yet
- * (precondition not met, its (peer, direction) channel out of credits)
- * holds back the later ops of the same channel, so each channel posts in
- * FIFO order while a send waiting on the device does not hold back the
- * receives that feed it.
+ * Posting order: ops are scanned in FIFO order, the sends first; an op that
+ * cannot go yet (precondition not met, its (peer, direction) channel out
+ * of credits) holds back the later ops of the same channel, so each channel
+ * posts in FIFO order while a send waiting on the device does not hold back
+ * the receives that feed it.
  */
 #include <inttypes.h>
 #include <sched.h>
@@ -416,17 +416,19 @@ enum nproxy_status net_post_error(struct nproxy_net *net, ssize_t rc, const char
 	return fail(net, NPROXY_NET_ERROR);
 }
 
-/* Post eligible ops of block b; see the top of the file for the order. */
-static enum nproxy_status post_block(struct nproxy_net *net, struct net_block *b,
-				     uint32_t *moved)
+/*
+ * One posting pass over block b.  The sends pass looks at sends only and
+ * leaves first_unposted alone; the full pass looks at everything left.
+ * Returns NPROXY_SUCCESS with *again set when the provider refused a post
+ * (-FI_EAGAIN): the caller stops posting for this tick.
+ */
+static enum nproxy_status post_pass(struct nproxy_net *net, struct net_block *b, uint32_t scan,
+				    bool sends_only, uint32_t *posted, uint32_t *scanned,
+				    bool *again)
 {
 	const struct nproxy_fifo_set *f = &b->fifos;
-	uint32_t posted = 0, scanned = 0;
-	uint32_t scan = ++net->scan;
-	bool contiguous = true;
+	bool contiguous = !sends_only;
 
-	if (scan == 0)	/* wrapped: stale stamps might look current */
-		scan = net->scan = 1, memset(net->chan_stamp, 0, 2 * net->n_ranks * sizeof(uint32_t));
 	for (uint32_t i = b->first_unposted; i < f->n_ops; i++) {
 		const struct nproxy_net_op *op = &f->ops[i];
 		struct net_op_state *s = &b->st[i];
@@ -439,7 +441,9 @@ static enum nproxy_status post_block(struct nproxy_net *net, struct net_block *b
 			continue;
 		}
 		contiguous = false;
-		if (++scanned > NET_SCAN_MAX_PER_TICK || posted >= NET_POST_MAX_PER_TICK)
+		if (sends_only && !s->req.is_send)
+			continue;
+		if (++*scanned > NET_SCAN_MAX_PER_TICK || *posted >= NET_POST_MAX_PER_TICK)
 			break;
 		if (net->chan_stamp[ch] == scan)
 			continue;
@@ -467,7 +471,8 @@ static enum nproxy_status post_block(struct nproxy_net *net, struct net_block *b
 			if (!b->eagain_since_ms)
 				b->eagain_since_ms = net_now_ms();
 			b->eagain_op = i;
-			return net_drain_cq(net, moved);
+			*again = true;
+			return NPROXY_SUCCESS;
 		}
 		if (rc) {
 			net_set_err(net, "stream %u bb %u op %u: %s rank %u (%u bytes): %s",
@@ -479,11 +484,38 @@ static enum nproxy_status post_block(struct nproxy_net *net, struct net_block *b
 		s->posted_ms = net_now_ms();
 		net->inflight[ch]++;
 		b->n_inflight++;
-		posted++;
+		++*posted;
 	}
+	return NPROXY_SUCCESS;
+}
+
+/*
+ * Post eligible ops of block b; see the top of the file for the order.
+ * Sends go first: a provider may do a receive's whole copy inside
+ * fi_trecv() when the peer's message is already there (shm's CMA protocol
+ * does), and a send posted after that would reach the peer one copy late
+ * -- which made a 2-rank 1 MiB allgather wait for two copies in a row.
+ */
+static enum nproxy_status post_block(struct nproxy_net *net, struct net_block *b,
+				     uint32_t *moved)
+{
+	uint32_t posted = 0, scanned = 0;
+	uint32_t scan = ++net->scan;
+	enum nproxy_status st;
+	bool again = false;
+
+	if (scan == 0)	/* wrapped: stale stamps might look current */
+		scan = net->scan = 1, memset(net->chan_stamp, 0, 2 * net->n_ranks * sizeof(uint32_t));
+	st = post_pass(net, b, scan, true, &posted, &scanned, &again);
+	if (st == NPROXY_SUCCESS && !again)
+		st = post_pass(net, b, scan, false, &posted, &scanned, &again);
+	if (st != NPROXY_SUCCESS)
+		return st;
+	*moved += posted;
+	if (again)
+		return net_drain_cq(net, moved);
 	if (posted)
 		b->eagain_since_ms = 0;
-	*moved += posted;
 	return NPROXY_SUCCESS;
 }
 
