@@ -189,7 +189,7 @@ NPROXY_API enum nproxy_status nproxy_check_status(struct nproxy_comm *comm, uint
 
 /*
  * nproxy_check_status() that waits up to timeout_ms (0: does not wait) for
- * the task to reach DONE: it spins for the spin window (NPROXY_SPIN_US),
+ * the task to reach DONE: it spins for NPROXY_CONSUMER_SPIN_US (default 0),
  * then parks on the status word, which the worker's DONE publish wakes.
  * After timeout_ms it returns NPROXY_SUCCESS with *done false and logs
  * nothing: a caller with its own liveness checks loops on it.
