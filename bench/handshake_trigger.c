@@ -6,14 +6,16 @@
  *
  * One round, in the shape of the real handshake (completion back-edge, then
  * the device's next start signal):
- *   host    t0; nproxy_sem_add(sem0, 1)           -> sem0 == k
+ *   host    t0; nproxy_device_sem_add(dev, 0, 1)  -> sem0 == k, and the
+ *           region's bell rung if the device is parked on it (as the
+ *           library's completions do)
  *   device  WAIT_SEM sem0 >= k; WRITE_TRIGGER(k)  (stamps last_trigger_ns
  *           just before its release store, like nproxy.ko)
  *   host    spins with nproxy_trigger_load until trigger == k; t1
  * reported per round:
  *   trigger -> spinning host  t1 - info.last_trigger_ns   (one way)
- *   sem add -> device wake    info.last_wait_done_ns - t0 (device polls
- *                             every DEVEMU_SEM_POLL_NS)
+ *   sem add -> device wake    info.last_wait_done_ns - t0 (the ring runs
+ *                             the device's next steps in the adding thread)
  *   round trip                t1 - t0
  * Baseline: two threads ping-pong over two eventfds with blocking reads;
  *   eventfd wake (one way)    the woken thread's clock - the writer's t0
@@ -32,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <nproxy/handshake.h>
+#include <nproxy/seam.h>
 
 #define MIN_ROUNDS	10000
 #define PAIRS_PER_PROG	(NPROXY_MAX_PROG_STEPS / 2)
@@ -105,7 +108,7 @@ static int run_handshake(size_t rounds, uint64_t *trig, uint64_t *wake, uint64_t
 	};
 	const volatile struct nproxy_region_info *info;
 	volatile uint32_t *trigger;
-	volatile uint64_t *sem;
+	struct nproxy_device_sems dev;
 	struct nproxy_hs *hs;
 	size_t r = 0;
 	int ret = -1;
@@ -114,7 +117,8 @@ static int run_handshake(size_t rounds, uint64_t *trig, uint64_t *wake, uint64_t
 		return -1;
 	info = nproxy_hs_info(hs);
 	trigger = nproxy_hs_trigger(hs, 0);
-	sem = nproxy_hs_sem(hs, 0);
+	dev = (struct nproxy_device_sems){ .sems = nproxy_hs_sem(hs, 0), .n_sems = 1,
+					   .bell = nproxy_hs_sem_bell(hs) };
 
 	while (r < rounds) {
 		uint32_t pairs = rounds - r < PAIRS_PER_PROG ? (uint32_t)(rounds - r) : PAIRS_PER_PROG;
@@ -128,7 +132,7 @@ static int run_handshake(size_t rounds, uint64_t *trig, uint64_t *wake, uint64_t
 			uint64_t t0, t1, deadline;
 
 			t0 = now_ns();
-			nproxy_sem_add(sem, 1);
+			nproxy_device_sem_add(&dev, 0, 1);
 			deadline = t0 + SPIN_LIMIT_NS;
 			while (nproxy_trigger_load(trigger) != k) {
 				if (now_ns() > deadline) {
