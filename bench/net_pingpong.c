@@ -135,6 +135,8 @@ static int run_proxy(struct proxy_ctx *px, struct nproxy_net *net, uint32_t rank
 	struct nproxy_fifo_set fs = { .ops = ops, .n_ops = 2 * iters, .src = &src, .n_src = 1,
 				      .dst = &dst, .n_dst = 1 };
 	struct nproxy_cc_op op = { .sz = sizeof(op), .streams_n = 1 };
+	const struct nproxy_prog_step fire = { .op = NPROXY_STEP_WRITE_TRIGGER, .value = 1 };
+	struct nproxy_prog_result res;
 	enum nproxy_status st;
 	uint64_t ctx;
 	uint32_t mr;
@@ -151,13 +153,16 @@ static int run_proxy(struct proxy_ctx *px, struct nproxy_net *net, uint32_t rank
 	op.streams[0] = (struct nproxy_stream_blocks){ .blocks = &fs, .n_blocks = 1 };
 	t0 = now_s();
 	st = nproxy_enq_proxy_tasks(px->comm, &op, 0, &ctx);
-	/* Play the device: it reached the network stage. */
-	nproxy_trigger_store(nproxy_hs_trigger(px->hs, 0), 1);
+	/* The device reaches the network stage (a program, so that it announces it). */
+	if (!st)
+		st = nproxy_hs_submit(px->hs, &fire, 1, NULL);
 	if (!st)
 		st = nproxy_wait_status(px->comm, ctx, NPROXY_TASK_NETWORK, 120000);
 	*secs = now_s() - t0;
 	if (!st)
 		st = nproxy_wait_status(px->comm, ctx, NPROXY_TASK_BARRIER, 120000);
+	if (!st)
+		st = nproxy_hs_wait(px->hs, 10000, &res);
 	nproxy_net_mr_deregister(net, mr);
 	free(ops);
 	if (st)

@@ -423,11 +423,11 @@ enum nproxy_status net_post_error(struct nproxy_net *net, ssize_t rc, const char
  * (-FI_EAGAIN): the caller stops posting for this tick.
  */
 static enum nproxy_status post_pass(struct nproxy_net *net, struct net_block *b, uint32_t scan,
-				    bool sends_only, uint32_t *posted, uint32_t *scanned,
-				    bool *again)
+				    bool sends_only, uint32_t *posted, bool *again)
 {
 	const struct nproxy_fifo_set *f = &b->fifos;
 	bool contiguous = !sends_only;
+	uint32_t scanned = 0;	/* per pass: held-back sends must not starve the receives */
 
 	for (uint32_t i = b->first_unposted; i < f->n_ops; i++) {
 		const struct nproxy_net_op *op = &f->ops[i];
@@ -443,7 +443,7 @@ static enum nproxy_status post_pass(struct nproxy_net *net, struct net_block *b,
 		contiguous = false;
 		if (sends_only && !s->req.is_send)
 			continue;
-		if (++*scanned > NET_SCAN_MAX_PER_TICK || *posted >= NET_POST_MAX_PER_TICK)
+		if (++scanned > NET_SCAN_MAX_PER_TICK || *posted >= NET_POST_MAX_PER_TICK)
 			break;
 		if (net->chan_stamp[ch] == scan)
 			continue;
@@ -499,16 +499,16 @@ static enum nproxy_status post_pass(struct nproxy_net *net, struct net_block *b,
 static enum nproxy_status post_block(struct nproxy_net *net, struct net_block *b,
 				     uint32_t *moved)
 {
-	uint32_t posted = 0, scanned = 0;
+	uint32_t posted = 0;
 	uint32_t scan = ++net->scan;
 	enum nproxy_status st;
 	bool again = false;
 
 	if (scan == 0)	/* wrapped: stale stamps might look current */
 		scan = net->scan = 1, memset(net->chan_stamp, 0, 2 * net->n_ranks * sizeof(uint32_t));
-	st = post_pass(net, b, scan, true, &posted, &scanned, &again);
+	st = post_pass(net, b, scan, true, &posted, &again);
 	if (st == NPROXY_SUCCESS && !again)
-		st = post_pass(net, b, scan, false, &posted, &scanned, &again);
+		st = post_pass(net, b, scan, false, &posted, &again);
 	if (st != NPROXY_SUCCESS)
 		return st;
 	*moved += posted;

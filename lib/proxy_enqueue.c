@@ -29,7 +29,8 @@ static bool ctx_in_use(struct proxy_queue *q, const struct nproxy_comm *comm, ui
 }
 
 static enum nproxy_status resolve_op(struct nproxy_comm *comm, const struct nproxy_cc_op *op,
-				     volatile uint32_t **words, struct nproxy_device_sems *dev)
+				     volatile uint32_t **words, bool *words_from_hs,
+				     struct nproxy_device_sems *dev)
 {
 	uint32_t i, n_null = 0;
 
@@ -46,6 +47,7 @@ static enum nproxy_status resolve_op(struct nproxy_comm *comm, const struct npro
 		words[i] = op->trigger_words[i];
 	}
 	/* Only the first streams_n entries are looked at, ever. */
+	*words_from_hs = n_null == op->streams_n;
 	if (n_null == op->streams_n) {
 		if (!comm->hs)
 			return NPROXY_INVALID;
@@ -81,6 +83,7 @@ enum nproxy_status nproxy_enq_proxy_tasks(struct nproxy_comm *comm, const struct
 	struct proxy_task *net = NULL, *bar = NULL;
 	struct nproxy_device_sems dev;
 	struct nproxy_cc_op op;
+	bool words_from_hs;
 	enum nproxy_status rc;
 	uint64_t ctx;
 
@@ -98,7 +101,7 @@ enum nproxy_status nproxy_enq_proxy_tasks(struct nproxy_comm *comm, const struct
 			if (tail[i])
 				return NPROXY_INVALID;
 	}
-	rc = resolve_op(comm, &op, words, &dev);
+	rc = resolve_op(comm, &op, words, &words_from_hs, &dev);
 	if (rc != NPROXY_SUCCESS) {
 		nproxy_log(NPROXY_LOG_ERROR,
 			   "[nec_dev %u] rank %u: invalid CC op (streams_n %u, trigger words, sems)",
@@ -122,6 +125,9 @@ enum nproxy_status nproxy_enq_proxy_tasks(struct nproxy_comm *comm, const struct
 	bar = proxy_barrier_task_new(comm, &op, words, &dev, bar_st, exec_id);
 	if (!bar)
 		goto err;
+	/* A parked worker is woken by the device only for its own words;
+	 * words the caller brought are polled. */
+	net->trigger_notified = bar->trigger_notified = words_from_hs && comm->trigger_notify;
 	proxy_net_task_commit(net);
 	proxy_barrier_task_commit(bar);
 	/* The creator's status references become the status list's. */

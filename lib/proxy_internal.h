@@ -54,6 +54,8 @@ struct proxy_task {
 	uint64_t exec_id;
 	uint32_t streams_n;
 	volatile uint32_t *trigger_words[NPROXY_PROXY_MAX_STREAMS];
+	/* The words are the comm's hs's, whose device announces its stores. */
+	bool trigger_notified;
 	struct proxy_task *next;	/* incoming / queue / active bucket link */
 };
 

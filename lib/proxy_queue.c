@@ -337,7 +337,7 @@ static void queue_process(struct proxy_queue *q)
 				if (rs == NPROXY_TASK_STATE_PROGRESSING ||
 				    rs == NPROXY_TASK_STATE_IDLE ||
 				    (rs == NPROXY_TASK_STATE_WAITING_DEVICE_TRIGGER &&
-				     !t->comm->trigger_notify))
+				     !t->trigger_notified))
 					polled = true;
 				prev = t;
 				pt = &t->next;

@@ -119,6 +119,77 @@ TEST(bananaphone_4_ranks_auto_provider)
 	}
 }
 
+/*
+ * A ping-pong in one block of 2 x PP_ROUNDS ops: each send waits for the
+ * reply before it (precondition on the recv completions).  Far more than
+ * NET_SCAN_MAX_PER_TICK sends are held back at once, and the engine looks
+ * at sends first: they must not use up the scan budget the receives that
+ * feed them need (that deadlocked both ranks).
+ */
+#define PP_ROUNDS	200
+
+static int pingpong_rank(uint32_t rank, void *arg)
+{
+	struct ring_job *job = arg;
+	struct nproxy_net_opts o = { .sz = sizeof(o), .rank = rank, .n_ranks = 2, .comm_id = 9,
+				     .timeout_ms = job->timeout_ms, .root = job->root };
+	struct nproxy_net_op ops[2 * PP_ROUNDS];
+	uint64_t sem = 0;
+	struct nproxy_device_sems dev = { .sems = &sem, .n_sems = 1 };
+	struct nproxy_net_addr addr = { 0 };
+	struct nproxy_fifo_set fs = { .ops = ops, .n_ops = 2 * PP_ROUNDS, .src = &addr, .n_src = 1,
+				      .dst = &addr, .n_dst = 1 };
+	uint32_t peer = 1 - rank, k = 0;
+	struct nproxy_seam seam;
+	struct nproxy_net *net;
+	static uint8_t buf[64];
+	int bad = 1;
+
+	setenv("FI_PROVIDER", job->provider, 1);
+	if (nproxy_net_open(&o, &net))
+		return 2;
+	if (nproxy_net_mr_register(net, buf, sizeof(buf), &addr.mr))
+		goto out;
+	for (uint32_t i = 0; i < PP_ROUNDS; i++) {
+		struct nproxy_net_op send = {
+			.kind = NPROXY_NET_OP_SEND, .peer = peer, .len = sizeof(buf),
+			.flags = NPROXY_NET_OP_F_PRECOND, .pre_sem = 0,
+			.pre_value = rank == 0 ? i : i + 1 };
+		struct nproxy_net_op recv = {
+			.kind = NPROXY_NET_OP_RECV, .peer = peer, .len = sizeof(buf),
+			.flags = NPROXY_NET_OP_F_COMPLETE, .post_sem = 0, .post_inc = 1 };
+
+		ops[k++] = rank == 0 ? send : recv;
+		ops[k++] = rank == 0 ? recv : send;
+	}
+	nproxy_net_seam(net, &seam);
+	if (seam.ops->start(seam.engine, 0, 0, &fs, &dev) == NPROXY_SUCCESS &&
+	    ring_drive(&seam, 0, 0, NULL, NULL, RING_BACKSTOP_MS(job->timeout_ms)) == NPROXY_SUCCESS &&
+	    sem == PP_ROUNDS)
+		bad = 0;
+	if (bad)
+		fprintf(stderr, "rank %u: ping-pong stopped at %llu of %u replies: %s\n", rank,
+			(unsigned long long)sem, PP_ROUNDS, nproxy_net_strerror(net));
+	seam.ops->stop(seam.engine, 0, 0);
+	nproxy_net_mr_deregister(net, addr.mr);
+out:
+	nproxy_net_close(net);
+	return bad;
+}
+
+TEST(held_back_sends_do_not_starve_receives)
+{
+	struct ring_job job = { .provider = "shm", .n = 2, .timeout_ms = 10000 };
+	int exits[2], port = ring_free_port();
+
+	ASSERT_GT(port, 0);
+	snprintf(job.root, sizeof(job.root), "127.0.0.1:%d", port);
+	ASSERT_EQ(2, ring_fork_ranks(2, pingpong_rank, &job, 60000, exits)) {
+		for (uint32_t r = 0; r < 2; r++)
+			TH_LOG("rank %u exit %d", r, exits[r]);
+	}
+}
+
 /* One rank, no rendezvous: the ring degenerates, the engine still opens. */
 TEST(single_rank)
 {
