@@ -33,7 +33,7 @@
 # run succeeded (targets never fail it), 1 when a run failed or timed out.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
-if [[ -d $here/../tools ]]; then top=$(cd "$here/.." && pwd -P); else top=$(cd "$here/../.." && pwd -P); fi
+if [[ -f $here/../tools/nproxy-run.c ]]; then top=$(cd "$here/.." && pwd -P); else top=$(cd "$here/../.." && pwd -P); fi
 build=${NPROXY_BUILD:-$top/build}
 nprun=${NPROXY_RUN:-$build/bin/nproxy-run}
 mpibin=$build/bench/coll_mpi
