@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Open MPI baseline for bench/coll_run.sh: MPI_Allgather / MPI_Allreduce
+ * measured the way nproxy-run measures its collectives, so that the two
+ * columns of coll_run.sh's table can be divided:
+ *
+ *  - size is the whole result buffer.  Each rank's chunk is size/P rounded
+ *    down to whole 32-bit words (at least one), as nproxy-run does; the
+ *    size as run (chunk * P) is printed.  allgather: every rank contributes
+ *    one chunk of bytes; allreduce: chunk*P/4 uint32_t summed (MPI_SUM).
+ *  - before every iteration an MPI_Barrier, outside the timing; an
+ *    iteration's time is the slowest rank's (MPI_Reduce MAX over ranks of
+ *    each iteration's time); median and p99 are nearest-rank quantiles of
+ *    those, the same formula as nproxy-run's (the lower middle for an even
+ *    count; with fewer than 100 iterations p99 is the maximum).
+ *  - CPU: getrusage(RUSAGE_SELF) user+sys (every thread of the rank) taken
+ *    right before and after each timed collective -- like nproxy-run's
+ *    cpu_s, the barriers and the checks are left out -- summed over the
+ *    timed iterations and over ranks (MPI_Reduce SUM).
+ *  - after the timed iterations the last result is checked against the
+ *    pattern every rank wrote (outside the timing).
+ *
+ * One line per size on rank 0:
+ *   RESULT impl=openmpi coll=C ranks=P bytes=B iters=N median_us=.. p99_us=..
+ *          min_us=.. max_us=.. cpu_s=.. wall_s=.. verify=ok|FAIL
+ * (wall_s: the slowest rank's sum of its timed iterations).  Exit status 1
+ * if a result was wrong, 2 on a usage error.
+ *
+ *   mpirun -np P coll_mpi -c allgather|allreduce -n ITERS -w WARMUP -s SIZE[,SIZE...]
+ * SIZE takes K/M/G suffixes.  Built with mpicc by its own rule in
+ * bench/Makefile (skipped without it).
+ */
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#define MAX_SIZES 64
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Quantile q of sorted v[n], nearest rank (nproxy-run's formula). */
+static double quantile(const double *v, int n, double q)
+{
+	int idx = (int)ceil(q * n);
+
+	if (idx)
+		idx--;
+	return v[idx < n ? idx : n - 1];
+}
+
+static double cpu_now(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+	       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+}
+
+static int parse_size(const char *s, long *out)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+
+	if (end == s || v <= 0)
+		return -1;
+	switch (*end) {
+	case 'G': case 'g': v <<= 10; /* fall through */
+	case 'M': case 'm': v <<= 10; /* fall through */
+	case 'K': case 'k': v <<= 10; end++; break;
+	}
+	if (*end || v > (1L << 30))
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* Input word i of rank r; the allreduce sum is over r. */
+static uint32_t pattern(int r, size_t i)
+{
+	return (uint32_t)(r + 1) * 0x9e3779b1u + (uint32_t)i * 2654435761u;
+}
+
+static void usage(int rank)
+{
+	if (!rank)
+		fprintf(stderr, "usage: coll_mpi -c allgather|allreduce [-n ITERS] [-w WARMUP] -s SIZE[,SIZE...]\n");
+}
+
+int main(int argc, char **argv)
+{
+	int rank, w, iters = 20, warmup = 5, ag = -1, n_sizes = 0, c, bad = 0;
+	long sizes[MAX_SIZES];
+	double *lat, *mx;
+
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &w);
+	while ((c = getopt(argc, argv, "c:n:w:s:")) != -1) {
+		switch (c) {
+		case 'c':
+			ag = !strcmp(optarg, "allgather") ? 1 : !strcmp(optarg, "allreduce") ? 0 : -1;
+			break;
+		case 'n':
+			iters = atoi(optarg);
+			break;
+		case 'w':
+			warmup = atoi(optarg);
+			break;
+		case 's':
+			for (char *tok = strtok(optarg, ","); tok; tok = strtok(NULL, ",")) {
+				if (n_sizes == MAX_SIZES || parse_size(tok, &sizes[n_sizes]))
+					ag = -2;
+				else
+					n_sizes++;
+			}
+			break;
+		default:
+			ag = -2;
+		}
+	}
+	if (ag < 0 || !n_sizes || iters < 1 || warmup < 0) {
+		usage(rank);
+		MPI_Finalize();
+		return 2;
+	}
+	lat = malloc(sizeof(double) * (size_t)iters);
+	mx = malloc(sizeof(double) * (size_t)iters);
+	if (!lat || !mx)
+		MPI_Abort(MPI_COMM_WORLD, 2);
+
+	for (int si = 0; si < n_sizes; si++) {
+		size_t chunk = (size_t)sizes[si] / (size_t)w / 4 * 4, total, words;
+		double cpu = 0, wall = 0, cpu_sum = 0, wall_max = 0;
+		uint32_t *in, *out;
+		int wrong = 0, any_wrong = 0;
+
+		if (!chunk)
+			chunk = 4;
+		total = chunk * (size_t)w;
+		words = total / 4;
+		in = malloc(ag ? chunk : total);
+		out = malloc(total);
+		if (!in || !out)
+			MPI_Abort(MPI_COMM_WORLD, 2);
+		if (ag)
+			for (size_t i = 0; i < chunk / 4; i++)
+				in[i] = pattern(rank, i);
+		else
+			for (size_t i = 0; i < words; i++)
+				in[i] = pattern(rank, i);
+		memset(out, 0xa5, total);
+
+		for (int it = -warmup; it < iters; it++) {
+			double t0, t1, c0, c1;
+
+			MPI_Barrier(MPI_COMM_WORLD);
+			c0 = cpu_now();
+			t0 = MPI_Wtime();
+			if (ag)
+				MPI_Allgather(in, (int)chunk, MPI_BYTE, out, (int)chunk, MPI_BYTE,
+					      MPI_COMM_WORLD);
+			else
+				MPI_Allreduce(in, out, (int)words, MPI_UINT32_T, MPI_SUM,
+					      MPI_COMM_WORLD);
+			t1 = MPI_Wtime();
+			c1 = cpu_now();
+			if (it >= 0) {
+				lat[it] = (t1 - t0) * 1e6;
+				wall += t1 - t0;
+				cpu += c1 - c0;
+			}
+		}
+
+		/* The last result, outside the timing. */
+		for (size_t i = 0; i < words && !wrong; i++) {
+			uint32_t want = 0;
+
+			if (ag) {
+				want = pattern((int)(i / (chunk / 4)), i % (chunk / 4));
+			} else {
+				for (int r = 0; r < w; r++)
+					want += pattern(r, i);
+			}
+			if (out[i] != want) {
+				fprintf(stderr, "coll_mpi: rank %d: %s %zu B: word %zu is 0x%08x, expected 0x%08x\n",
+					rank, ag ? "allgather" : "allreduce", total, i, out[i], want);
+				wrong = 1;
+			}
+		}
+
+		MPI_Reduce(lat, mx, iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+		MPI_Reduce(&cpu, &cpu_sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+		MPI_Reduce(&wall, &wall_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+		MPI_Reduce(&wrong, &any_wrong, 1, MPI_INT, MPI_MAX, 0, MPI_COMM_WORLD);
+		if (!rank) {
+			qsort(mx, (size_t)iters, sizeof(double), cmp_double);
+			printf("RESULT impl=openmpi coll=%s ranks=%d bytes=%zu iters=%d median_us=%.3f p99_us=%.3f min_us=%.3f max_us=%.3f cpu_s=%.6f wall_s=%.6f verify=%s\n",
+			       ag ? "allgather" : "allreduce", w, total, iters,
+			       quantile(mx, iters, 0.5), quantile(mx, iters, 0.99), mx[0],
+			       mx[iters - 1], cpu_sum, wall_max, any_wrong ? "FAIL" : "ok");
+			fflush(stdout);
+			bad |= any_wrong;
+		}
+		free(in);
+		free(out);
+	}
+	free(lat);
+	free(mx);
+	MPI_Finalize();
+	return bad ? 1 : 0;
+}
