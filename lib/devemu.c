@@ -34,6 +34,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -45,6 +46,8 @@
 #include "handshake_internal.h"
 #include "wake.h"
 
+/* Waits this short are spun (yielding), not parked on a timer. */
+#define DEVEMU_SPIN_WAIT_NS	50000ULL
 /* An idle emulator thread re-checks its state at least this often. */
 #define DEVEMU_IDLE_RECHECK_NS	1000000000ULL
 /* Bound on how long cancel waits for the thread to notice (it is prompt). */
@@ -257,8 +260,17 @@ static void *devemu_main(void *arg)
 		emu->thread_wake_ns = wake_ns;
 		pthread_mutex_unlock(&emu->lock);
 		now_ns = hs_now_ns();
-		if (wake_ns > now_ns)
+		if (wake_ns > now_ns && wake_ns - now_ns <= DEVEMU_SPIN_WAIT_NS) {
+			/*
+			 * A short DELAY (the emulated device reaching the net
+			 * stage): a timer wake-up would overshoot it several
+			 * times on a virtual machine, so yield until it is over.
+			 */
+			while (hs_now_ns() < wake_ns && wake_seq(&emu->bell) == seen)
+				sched_yield();
+		} else if (wake_ns > now_ns) {
 			wake_wait(&emu->bell, seen, wake_ns - now_ns);
+		}
 		pthread_mutex_lock(&emu->lock);
 	}
 	pthread_mutex_unlock(&emu->lock);
