@@ -44,7 +44,9 @@ static bool nproxy_sem_reached(const u64 *sem, u64 value)
  * Wait until *@sem >= @value (or, with @sem NULL, just until the deadline),
  * at most @timeout_ns.  Host increments through the mapping make no
  * syscall, so the semaphore is re-read every sem_poll_ns; the SEM_* ioctls
- * and cancel ring the doorbell and end a nap early.
+ * and cancel ring the doorbell and end a nap early.  While it naps the
+ * info page's sem_sleepers is 1, so a host library that just added rings
+ * (a SEM_INC of 0) only when somebody sleeps.
  */
 static int nproxy_step_wait(struct nproxy_region *r, const u64 *sem,
 			    u64 value, u64 timeout_ns)
@@ -70,9 +72,20 @@ static int nproxy_step_wait(struct nproxy_region *r, const u64 *sem,
 				    ktime_add_ns(now, READ_ONCE(nproxy_sem_poll_ns)));
 
 		prepare_to_wait(&r->doorbell, &wait, TASK_INTERRUPTIBLE);
+		/* Tell the host we sleep, so that it rings after an increment. */
+		if (sem) {
+			/*
+			 * Full barrier between the flag and the re-check below,
+			 * pairing with the host's atomic add before its load of
+			 * the flag: its add is seen here or our flag there.
+			 */
+			smp_store_mb(r->info->sem_sleepers, 1);
+		}
 		/* Re-check after queueing so a doorbell cannot be missed. */
 		if (!READ_ONCE(r->cancel) && !nproxy_sem_reached(sem, value))
 			schedule_hrtimeout_range(&until, 0, HRTIMER_MODE_ABS);
+		if (sem)
+			WRITE_ONCE(r->info->sem_sleepers, 0);
 		finish_wait(&r->doorbell, &wait);
 	}
 }

@@ -32,7 +32,6 @@
  * running program at once.
  */
 #include <errno.h>
-#include <stddef.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -474,20 +473,9 @@ out:
 	return st;
 }
 
-/* The bell is a struct wake by another name (lib/wake.h). */
-_Static_assert(sizeof(struct nproxy_sem_bell) == sizeof(struct wake) &&
-	       offsetof(struct nproxy_sem_bell, seq) == offsetof(struct wake, seq) &&
-	       offsetof(struct nproxy_sem_bell, sleepers) == offsetof(struct wake, sleepers),
-	       "nproxy_sem_bell and struct wake must match");
-
-struct nproxy_sem_bell *devemu_sem_bell(struct devemu *emu)
+const volatile uint32_t *devemu_sem_sleepers(struct devemu *emu)
 {
-	return (struct nproxy_sem_bell *)&emu->bell;
-}
-
-struct devemu *devemu_of_bell(struct nproxy_sem_bell *bell)
-{
-	return (struct devemu *)((char *)bell - offsetof(struct devemu, bell));
+	return &emu->bell.sleepers;
 }
 
 void devemu_set_trigger_notify(struct devemu *emu, void (*fn)(void *), void *arg)

@@ -7,7 +7,6 @@
  * reject exactly the same programs and the error names the bad step.
  */
 #include <errno.h>
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -254,13 +253,15 @@ const volatile struct nproxy_region_info *nproxy_hs_info(const struct nproxy_hs 
 
 struct nproxy_sem_bell *nproxy_hs_sem_bell(struct nproxy_hs *hs)
 {
-	return hs ? hs->bell : NULL;
+	return hs && hs->bell.sleepers ? &hs->bell : NULL;
 }
 
 void nproxy_sem_bell_ring(struct nproxy_sem_bell *bell)
 {
-	if (bell)
-		devemu_ring(devemu_of_bell(bell));
+	struct nproxy_hs *hs = bell ? bell->device : NULL;
+
+	if (hs && hs->ops->ring)
+		hs->ops->ring(hs);
 }
 
 enum nproxy_status nproxy_hs_set_trigger_notify(struct nproxy_hs *hs, void (*fn)(void *),

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <time.h>
 #include <nproxy/handshake.h>
+#include <nproxy/seam.h>
 
 struct devemu;
 
@@ -30,6 +31,8 @@ struct hs_backend_ops {
 				   struct nproxy_prog_result *result);
 	/* Unmap, cancel, join, close: everything open() acquired. */
 	void (*close)(struct nproxy_hs *hs);
+	/* Wake the device after a semaphore increment (bell.sleepers set). */
+	void (*ring)(struct nproxy_hs *hs);
 	/* Optional (NULL: NPROXY_UNSUPPORTED): call fn(arg) after every
 	 * trigger store; fn NULL removes it, synchronously. */
 	enum nproxy_status (*set_trigger_notify)(struct nproxy_hs *hs, void (*fn)(void *),
@@ -51,8 +54,9 @@ struct nproxy_hs {
 	/* memfd backend only */
 	struct nproxy_region_info *info_rw;	/* the emulator's writable view */
 	struct devemu *emu;
-	/* The device parks on it in WAIT_SEM; NULL: the device polls. */
-	struct nproxy_sem_bell *bell;
+	/* The device sleeps behind it in WAIT_SEM (bell.sleepers NULL: it
+	 * only polls, and nproxy_hs_sem_bell() returns NULL). */
+	struct nproxy_sem_bell bell;
 };
 
 /*
@@ -94,11 +98,10 @@ enum nproxy_status devemu_submit(struct devemu *emu, const struct nproxy_prog_st
 enum nproxy_status devemu_cancel(struct devemu *emu);
 enum nproxy_status devemu_wait(struct devemu *emu, int timeout_ms,
 			       struct nproxy_prog_result *result);
-struct nproxy_sem_bell *devemu_sem_bell(struct devemu *emu);
+/* The word that is non-zero while a WAIT_SEM waits (the ring is wanted). */
+const volatile uint32_t *devemu_sem_sleepers(struct devemu *emu);
 /* A semaphore increment rang the bell: run what it unblocked. */
 void devemu_ring(struct devemu *emu);
-/* The emulator whose bell this is (every bell comes from devemu_sem_bell). */
-struct devemu *devemu_of_bell(struct nproxy_sem_bell *bell);
 void devemu_set_trigger_notify(struct devemu *emu, void (*fn)(void *), void *arg);
 static inline uint64_t hs_now_ns(void)
 {

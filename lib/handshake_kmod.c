@@ -124,7 +124,17 @@ static enum nproxy_status kmod_wait(struct nproxy_hs *hs, int timeout_ms,
 	}
 }
 
+/* The device sleeps in WAIT_SEM (info->sem_sleepers): ring its doorbell. */
+static void kmod_ring(struct nproxy_hs *hs)
+{
+	struct nproxy_sem_op op = { .sem = 0, .value = 0 };
+
+	/* Best effort: the module re-reads the semaphore every sem_poll_ns anyway. */
+	(void)ioctl(hs->fd, NPROXY_IOC_SEM_INC, &op);
+}
+
 static const struct hs_backend_ops kmod_ops = {
+	.ring = kmod_ring,
 	.submit = kmod_submit,
 	.cancel = kmod_cancel,
 	.wait = kmod_wait,
@@ -208,5 +218,6 @@ enum nproxy_status hs_kmod_open(struct nproxy_hs *hs, char *why, size_t why_len)
 		kmod_release(hs);
 		return NPROXY_UNSUPPORTED;
 	}
+	hs->bell = (struct nproxy_sem_bell){ .sleepers = &hs->info->sem_sleepers, .device = hs };
 	return NPROXY_SUCCESS;
 }

@@ -81,7 +81,13 @@ static enum nproxy_status memfd_set_trigger_notify(struct nproxy_hs *hs, void (*
 	return NPROXY_SUCCESS;
 }
 
+static void memfd_ring(struct nproxy_hs *hs)
+{
+	devemu_ring(hs->emu);
+}
+
 static const struct hs_backend_ops memfd_ops = {
+	.ring = memfd_ring,
 	.set_trigger_notify = memfd_set_trigger_notify,
 	.submit = memfd_submit,
 	.cancel = memfd_cancel,
@@ -152,7 +158,8 @@ enum nproxy_status hs_memfd_open(struct nproxy_hs *hs, char *why, size_t why_len
 	/* The thread starts after the pages are initialised (pthread_create orders it). */
 	st = devemu_start(&pages, &hs->emu);
 	if (st == NPROXY_SUCCESS)
-		hs->bell = devemu_sem_bell(hs->emu);
+		hs->bell = (struct nproxy_sem_bell){ .sleepers = devemu_sem_sleepers(hs->emu),
+						     .device = hs };
 	if (st != NPROXY_SUCCESS) {
 		snprintf(why, why_len, "memfd backend: cannot start the emulated device thread");
 		memfd_release(hs);

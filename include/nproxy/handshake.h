@@ -118,10 +118,12 @@ NPROXY_API int nproxy_hs_fd(const struct nproxy_hs *hs);
 
 struct nproxy_sem_bell;
 /*
- * The doorbell a semaphore increment rings so that a device parked in
- * WAIT_SEM wakes at once (see nproxy_device_sem_add in <nproxy/seam.h>).
- * NULL when the device polls its semaphores (kmod).  An op whose dev.sems
- * come from this region gets it automatically.
+ * The doorbell a semaphore increment rings so that a device asleep in
+ * WAIT_SEM goes on at once (see nproxy_device_sem_add in <nproxy/seam.h>):
+ * memfd: the emulator runs its next steps in the adding thread; kmod: the
+ * region's doorbell ioctl, only while the info page's sem_sleepers says
+ * the module sleeps.  An op whose dev.sems come from this region gets it
+ * automatically.
  */
 NPROXY_API struct nproxy_sem_bell *nproxy_hs_sem_bell(struct nproxy_hs *hs);
 /*

@@ -71,14 +71,15 @@ struct nproxy_fifo_set {
 };
 
 /*
- * A device's doorbell for semaphore increments.  A device that blocks in a
- * WAIT_SEM step instead of polling (the memfd backend's emulated device)
- * counts itself in sleepers and parks on seq; whoever increments one of its
- * semaphores then rings it.  The ring is one load when nobody is parked.
+ * A device's doorbell for semaphore increments (from nproxy_hs_sem_bell()).
+ * A device that sleeps in a WAIT_SEM step, instead of only polling, shows
+ * it in *sleepers (the memfd emulator; nproxy.ko through its info page);
+ * whoever increments one of its semaphores then rings it.  The ring costs
+ * one load when the device is not asleep.
  */
 struct nproxy_sem_bell {
-	uint32_t seq;		/* futex word, bumped by every ring */
-	uint32_t sleepers;	/* device threads parked on seq */
+	const volatile uint32_t *sleepers;	/* non-zero: ring after an increment */
+	void *device;				/* the library's, for the ring */
 };
 
 /* The device's semaphore page, as the engine sees it (preconditions read it,
@@ -91,7 +92,8 @@ struct nproxy_device_sems {
 	struct nproxy_sem_bell *bell;
 };
 
-/* Wake the device parked on bell (a futex wake). */
+/* Wake the device sleeping behind bell (memfd: run what the increment
+ * unblocked; kmod: the region's doorbell ioctl). */
 NPROXY_API void nproxy_sem_bell_ring(struct nproxy_sem_bell *bell);
 
 /*
@@ -103,7 +105,7 @@ static inline uint64_t nproxy_device_sem_add(const struct nproxy_device_sems *de
 {
 	uint64_t v = __atomic_add_fetch(&dev->sems[sem], inc, __ATOMIC_SEQ_CST);
 
-	if (dev->bell && __atomic_load_n(&dev->bell->sleepers, __ATOMIC_SEQ_CST))
+	if (dev->bell && __atomic_load_n(dev->bell->sleepers, __ATOMIC_SEQ_CST))
 		nproxy_sem_bell_ring(dev->bell);
 	return v;
 }

@@ -82,6 +82,46 @@ TEST_F(prog, info_page_tracks_program_state)
 }
 
 /*
+ * sem_sleepers: 1 while the device sleeps in a WAIT_SEM between two re-reads
+ * of the semaphore, 0 once the step is over and during other steps, so a
+ * host that just added rings the doorbell (SEM_INC of 0) only when it helps.
+ */
+TEST_F(prog, sem_sleepers_shown_while_wait_sem_sleeps)
+{
+	struct nproxy_prog_step wait_step[] = {
+		np_step(NPROXY_STEP_WAIT_SEM, 0, 1, 5000 * NP_MS),
+	};
+	struct nproxy_prog_step delay_step[] = {
+		np_step(NPROXY_STEP_DELAY, 0, 0, 50 * NP_MS),
+	};
+	struct nproxy_sem_op ring = { .sem = 0, .value = 0 };
+	struct nproxy_prog_result res;
+	uint64_t deadline;
+	int seen = 0;
+
+	ASSERT_EQ(0, np_submit(self->rfd, wait_step, 1, NULL));
+	deadline = np_now_ns() + 5000 * NP_MS;
+	while (!(seen = np_load_acquire32(&self->info->sem_sleepers)) && np_now_ns() < deadline)
+		;
+	EXPECT_EQ(1, seen);
+	__atomic_fetch_add(&self->sems[0], 1, __ATOMIC_SEQ_CST);
+	/* The doorbell: adds nothing, wakes the sleeper. */
+	EXPECT_EQ(0, ioctl(self->rfd, NPROXY_IOC_SEM_INC, &ring));
+	EXPECT_EQ(1, __atomic_load_n(&self->sems[0], __ATOMIC_ACQUIRE));
+	ASSERT_EQ(0, np_wait_collect(self->rfd, 5000, &res));
+	EXPECT_EQ(NPROXY_PROG_DONE, res.state);
+	EXPECT_EQ(0, np_load_acquire32(&self->info->sem_sleepers));
+
+	/* A DELAY sleeps too, but waits for no semaphore: nothing to ring. */
+	ASSERT_EQ(0, np_submit(self->rfd, delay_step, 1, NULL));
+	for (int i = 0; i < 1000; i++)
+		seen |= np_load_acquire32(&self->info->sem_sleepers) != 0 ? 2 : 0;
+	EXPECT_EQ(1, seen);
+	ASSERT_EQ(0, np_wait_collect(self->rfd, 5000, &res));
+	EXPECT_EQ(NPROXY_PROG_DONE, res.state);
+}
+
+/*
  * The completion back-edge across processes: a child that received the
  * region fd over SCM_RIGHTS maps the semaphores itself and increments them
  * with plain atomic adds; the device program waiting on them advances.

@@ -4,6 +4,7 @@
  * the host, nproxy.ko in the VM) must behave as <linux/nproxy.h> documents.
  */
 #include "kselftest_harness.h"
+#include <nproxy/seam.h>
 #include "handshake_test.h"
 
 FIXTURE(region) {
@@ -91,6 +92,38 @@ TEST_F(region, wait_sem_released_by_sem_add_from_another_thread)
 	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_wait(self->hs, HS_TEST_WAIT_MS, &res));
 	EXPECT_EQ((uint32_t)NPROXY_PROG_DONE, res.state);
 	EXPECT_EQ(2U, res.steps_done);
+}
+
+/*
+ * The library's completions add through the region's bell: both devices
+ * have one (memfd: the emulator sleeps on it; kmod: the info page's
+ * sem_sleepers and the doorbell ioctl), and the increments release the
+ * WAIT_SEM and nothing else: a ring adds nothing.
+ */
+TEST_F(region, wait_sem_released_through_the_bell)
+{
+	struct nproxy_prog_step prog[] = {
+		hs_step(NPROXY_STEP_WAIT_SEM, 4, 3, MS_NS(HS_TEST_WAIT_MS)),
+		hs_step(NPROXY_STEP_WRITE_TRIGGER, 2, 9, 0),
+	};
+	struct nproxy_device_sems dev = { .sems = nproxy_hs_sem(self->hs, 0), .n_sems = 8,
+					  .bell = nproxy_hs_sem_bell(self->hs) };
+	struct nproxy_prog_result res;
+
+	ASSERT_NE(NULL, dev.bell);
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(self->hs, prog, 2, NULL));
+	for (int i = 0; i < 3; i++) {
+		hs_test_sleep_ms(2);	/* let the device fall asleep in between */
+		nproxy_device_sem_add(&dev, 4, 1);
+	}
+	ASSERT_EQ(9U, hs_test_await_trigger(nproxy_hs_trigger(self->hs, 2), HS_TEST_WAIT_MS));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_wait(self->hs, HS_TEST_WAIT_MS, &res));
+	EXPECT_EQ((uint32_t)NPROXY_PROG_DONE, res.state);
+	EXPECT_EQ(3ULL, nproxy_sem_load(nproxy_hs_sem(self->hs, 4)));
+	EXPECT_EQ(0ULL, nproxy_sem_load(nproxy_hs_sem(self->hs, 0)));
+	/* Nobody sleeps now: an add rings nothing and just adds. */
+	nproxy_device_sem_add(&dev, 4, 2);
+	EXPECT_EQ(5ULL, nproxy_sem_load(nproxy_hs_sem(self->hs, 4)));
 }
 
 TEST_F(region, wait_sem_already_reached_does_not_wait)

@@ -106,7 +106,17 @@ struct nproxy_region_info {
 	 */
 	__u64 last_trigger_ns;
 	__u64 last_wait_done_ns;
-	__u64 reserved[2];
+	/*
+	 * Non-zero while the device sleeps in a WAIT_SEM step (between two
+	 * sem_poll_ns re-reads), published with a full barrier before its
+	 * last check of the semaphore: a host that adds to a semaphore with
+	 * an atomic read-modify-write and then reads this as non-zero rings
+	 * the doorbell (NPROXY_IOC_SEM_INC with value 0) and the device
+	 * re-reads at once.  Reads 0 otherwise.
+	 */
+	__u32 sem_sleepers;
+	__u32 reserved32;
+	__u64 reserved[1];
 };
 
 /* ---------------------------------------------------------------------- */
