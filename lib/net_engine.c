@@ -441,10 +441,11 @@ static enum nproxy_status post_pass(struct nproxy_net *net, struct net_block *b,
 			continue;
 		}
 		contiguous = false;
-		if (sends_only && !s->req.is_send)
-			continue;
+		/* Receives count against the sends pass's budget too: bounded work. */
 		if (++scanned > NET_SCAN_MAX_PER_TICK || *posted >= NET_POST_MAX_PER_TICK)
 			break;
+		if (sends_only && !s->req.is_send)
+			continue;
 		if (net->chan_stamp[ch] == scan)
 			continue;
 		if (net->inflight[ch] >= net->credits ||

@@ -5,8 +5,9 @@
  *
  * process() is the outer state machine: drain queued tasks into the
  * per-rank active map, step() every active task once, recycle DONE, then
- * sleep on the condition variable only when nothing is active and nothing
- * queued; when every active task made no progress, apply the idle policy.
+ * sleep on the queue (its wake word, lib/wake.h) only when nothing is
+ * active and nothing queued; when every active task made no progress,
+ * apply the idle policy.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -21,14 +22,15 @@
 #include "proxy_internal.h"
 
 /*
- * Adaptive policy (the default): re-tick at once for the spin window, then
- * park on q->wake.  Enqueue, stop and the trigger notifications of memfd
- * regions signal it; completions of the network and triggers written by
- * nproxy.ko do not, so while a task waits for those the park is short:
+ * Adaptive policy (the default): re-tick, yielding, for the spin window,
+ * then park on q->wake.  Enqueue, stop and the trigger notifications of
+ * memfd regions signal it; completions of the network and triggers written
+ * by nproxy.ko do not, so while a task waits for those the park is short:
  * ADAPTIVE_PARK_MIN_NS for the first ADAPTIVE_PARK_FAST_NS of the idle
  * spell, then doubling up to ADAPTIVE_PARK_MAX_NS (bounded latency, and a
- * wake-up rate that falls off when the wait is long).  When every wait is one a signal
- * ends, the park lasts ADAPTIVE_PARK_SIGNALLED_NS, a safety net only.
+ * wake-up rate that falls off when the wait is long).  When every wait is
+ * one a signal ends, the park lasts ADAPTIVE_PARK_SIGNALLED_NS, a safety
+ * net only.
  */
 #define ADAPTIVE_DEFAULT_SPIN_NS	50000ull
 #define ADAPTIVE_MAX_SPIN_NS		100000000ull
@@ -379,7 +381,7 @@ static void queue_process(struct proxy_queue *q)
 		/* An append since seen makes the park return at once. */
 		if (idle)
 			idle_wait(q, &is, seen, polled);
-		/* A producer is waiting for mtx: let it in before re-ticking. */
+		/* comm_free/destroy wait for mtx: let them in before re-ticking. */
 		while (__atomic_load_n(&q->lock_waiters, __ATOMIC_RELAXED))
 			sched_yield();
 		pthread_mutex_lock(&q->mtx);
