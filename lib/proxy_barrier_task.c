@@ -14,6 +14,7 @@
  * would keep the others from ever arriving.
  */
 #include <stdlib.h>
+#include <string.h>
 #include <nproxy/handshake.h>
 #include <nproxy/log.h>
 #include "proxy_internal.h"
@@ -101,8 +102,11 @@ static void barrier_step(struct proxy_task *t)
 
 static void barrier_destroy(struct proxy_task *t)
 {
+	struct nproxy_comm *comm = t->comm;
+
 	proxy_task_fini(t);
-	free(to_barrier(t));
+	if (!proxy_cache_put(comm, PROXY_CACHE_BARRIER_TASK, t))
+		free(to_barrier(t));
 }
 
 /*
@@ -127,9 +131,13 @@ struct proxy_task *proxy_barrier_task_new(struct nproxy_comm *comm,
 					  const struct nproxy_device_sems *dev,
 					  struct proxy_task_status *st, uint64_t exec_id)
 {
-	struct barrier_task *bt = calloc(1, sizeof(*bt));
+	struct barrier_task *bt = proxy_cache_get(comm, PROXY_CACHE_BARRIER_TASK);
 	uint32_t i;
 
+	if (bt)
+		memset(bt, 0, sizeof(*bt));
+	else
+		bt = calloc(1, sizeof(*bt));
 	if (!bt)
 		return NULL;
 	bt->barrier = comm->barrier;

@@ -97,6 +97,21 @@ struct proxy_queue {
 	uint64_t stat_idle_parks, stat_safety_timeouts;
 };
 
+/* Per-comm object caches (proxy_cache.c): no malloc per op in steady state. */
+enum proxy_cache_kind {
+	PROXY_CACHE_STATUS,
+	PROXY_CACHE_NET_TASK,
+	PROXY_CACHE_BARRIER_TASK,
+	PROXY_CACHE_KINDS
+};
+
+struct proxy_cached;
+
+struct proxy_cache {
+	struct proxy_cached *head;	/* under comm->cache_lock */
+	uint32_t count;
+};
+
 struct nproxy_comm {
 	uint32_t rank, n_ranks, device_index, ranks_per_proxy, gid, flags;
 	uint32_t timeout_s;
@@ -116,6 +131,8 @@ struct nproxy_comm {
 	 */
 	uint64_t net_seq;
 	uint64_t net_turn;
+	pthread_mutex_t cache_lock;
+	struct proxy_cache cache[PROXY_CACHE_KINDS];
 };
 
 /* ---- proxy_queue.c ---- */
@@ -142,8 +159,17 @@ enum nproxy_idle_policy proxy_idle_policy_from_env(void);
 int proxy_thread_create(pthread_t *thread, const pthread_attr_t *attr,
 			void *(*fn)(void *), void *arg);
 
+/* ---- proxy_cache.c ---- */
+/* An object of kind put back earlier (its contents are stale), or NULL. */
+void *proxy_cache_get(struct nproxy_comm *comm, enum proxy_cache_kind kind);
+/* Keep obj for reuse; false when the cache is full (the caller frees it). */
+bool proxy_cache_put(struct nproxy_comm *comm, enum proxy_cache_kind kind, void *obj);
+/* Empty the cache of kind, calling release on every object (comm_free). */
+void proxy_cache_drain(struct nproxy_comm *comm, enum proxy_cache_kind kind,
+		       void (*release)(void *obj));
+
 /* ---- proxy_task.c ---- */
-struct proxy_task_status *proxy_status_new(const struct nproxy_comm *comm, uint64_t ctx,
+struct proxy_task_status *proxy_status_new(struct nproxy_comm *comm, uint64_t ctx,
 					   enum nproxy_task_type type);
 void proxy_status_put(struct proxy_task_status *st);
 
@@ -189,6 +215,8 @@ struct proxy_task *proxy_barrier_task_new(struct nproxy_comm *comm,
 					  const struct nproxy_device_sems *dev,
 					  struct proxy_task_status *st, uint64_t exec_id);
 void proxy_net_task_commit(struct proxy_task *task);
+/* Free a cached network task for good (its block copies too). */
+void proxy_net_task_release(void *task);
 void proxy_barrier_task_commit(struct proxy_task *task);
 
 #endif

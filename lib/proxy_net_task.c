@@ -23,6 +23,7 @@
 struct net_stream {
 	struct nproxy_fifo_set *blocks;	/* copied from the op */
 	uint32_t n_blocks;
+	uint32_t cap_blocks;		/* blocks[] kept across reuses (proxy_cache.c) */
 	uint32_t n_started;		/* blocks [0, n_started) were start()ed */
 	uint32_t cur_bb;		/* blocks [0, cur_bb) were stop()ped */
 };
@@ -183,17 +184,27 @@ static void net_step(struct proxy_task *t)
 	}
 }
 
+void proxy_net_task_release(void *task)
+{
+	struct net_task *nt = task;
+	uint32_t s;
+
+	for (s = 0; s < NPROXY_PROXY_MAX_STREAMS; s++)
+		free(nt->streams[s].blocks);
+	free(nt);
+}
+
 static void net_destroy(struct proxy_task *t)
 {
 	struct net_task *nt = to_net(t);
-	uint32_t s;
+	struct nproxy_comm *comm = t->comm;
 
 	if (nt->seam.ops)
 		net_abort_blocks(nt, NPROXY_SUCCESS);
-	for (s = 0; s < NPROXY_PROXY_MAX_STREAMS; s++)
-		free(nt->streams[s].blocks);
 	proxy_task_fini(t);
-	free(nt);
+	/* Kept with its block arrays: the comm's next op reuses both. */
+	if (!proxy_cache_put(comm, PROXY_CACHE_NET_TASK, nt))
+		proxy_net_task_release(nt);
 }
 
 /* Called once the op's tasks all exist: take this comm's next network turn. */
@@ -208,26 +219,53 @@ static const struct proxy_task_ops net_task_ops = {
 	.destroy = net_destroy,
 };
 
+/* A task from the comm's cache (block arrays kept, the rest zeroed) or new. */
+static struct net_task *net_task_alloc(struct nproxy_comm *comm)
+{
+	struct net_task *nt = proxy_cache_get(comm, PROXY_CACHE_NET_TASK);
+	struct net_stream kept[NPROXY_PROXY_MAX_STREAMS];
+	uint32_t s;
+
+	if (!nt)
+		return calloc(1, sizeof(*nt));
+	memcpy(kept, nt->streams, sizeof(kept));
+	memset(nt, 0, sizeof(*nt));
+	for (s = 0; s < NPROXY_PROXY_MAX_STREAMS; s++) {
+		nt->streams[s].blocks = kept[s].blocks;
+		nt->streams[s].cap_blocks = kept[s].cap_blocks;
+	}
+	return nt;
+}
+
 struct proxy_task *proxy_net_task_new(struct nproxy_comm *comm, const struct nproxy_cc_op *op,
 				      volatile uint32_t *const *trigger_words,
 				      const struct nproxy_device_sems *dev,
 				      struct proxy_task_status *st, uint64_t exec_id)
 {
-	struct net_task *nt = calloc(1, sizeof(*nt));
+	struct net_task *nt = net_task_alloc(comm);
 	uint32_t s;
 
 	if (!nt)
 		return NULL;
 	for (s = 0; s < op->streams_n; s++) {
 		const struct nproxy_stream_blocks *sb = &op->streams[s];
+		struct net_stream *ns = &nt->streams[s];
 
 		if (!sb->n_blocks)
 			continue;
-		nt->streams[s].blocks = malloc(sizeof(*sb->blocks) * sb->n_blocks);
-		if (!nt->streams[s].blocks)
-			goto err;
-		memcpy(nt->streams[s].blocks, sb->blocks, sizeof(*sb->blocks) * sb->n_blocks);
-		nt->streams[s].n_blocks = sb->n_blocks;
+		if (sb->n_blocks > ns->cap_blocks) {
+			struct nproxy_fifo_set *grown = realloc(ns->blocks,
+								sizeof(*sb->blocks) * sb->n_blocks);
+
+			if (!grown) {
+				proxy_net_task_release(nt);
+				return NULL;
+			}
+			ns->blocks = grown;
+			ns->cap_blocks = sb->n_blocks;
+		}
+		memcpy(ns->blocks, sb->blocks, sizeof(*sb->blocks) * sb->n_blocks);
+		ns->n_blocks = sb->n_blocks;
 	}
 	nt->seam = comm->seam;
 	nt->dev = *dev;
@@ -235,9 +273,4 @@ struct proxy_task *proxy_net_task_new(struct nproxy_comm *comm, const struct npr
 	nt->device_wait = comm->flags & NPROXY_COMM_F_DEVICE_WAIT;
 	proxy_task_init(&nt->base, &net_task_ops, comm, st, exec_id, op->streams_n, trigger_words);
 	return &nt->base;
-err:
-	for (s = 0; s < NPROXY_PROXY_MAX_STREAMS; s++)
-		free(nt->streams[s].blocks);
-	free(nt);
-	return NULL;
 }

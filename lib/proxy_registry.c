@@ -201,6 +201,7 @@ enum nproxy_status nproxy_comm_init(const struct nproxy_comm_opts *in, struct np
 	comm->seam = opts.seam;
 	comm->barrier = opts.barrier;
 	comm->next_ctx = 1ull << 63;	/* library-assigned ctx values have the top bit set */
+	pthread_mutex_init(&comm->cache_lock, NULL);
 	comm->spin_ns = proxy_consumer_spin_ns_from_env();
 
 	pthread_mutex_lock(&registry_lock);
@@ -266,6 +267,11 @@ void nproxy_comm_free(struct nproxy_comm *comm)
 		free(node);
 	}
 	pthread_mutex_unlock(&registry_lock);
+	/* Every task and status of the comm is gone or cached by now. */
+	proxy_cache_drain(comm, PROXY_CACHE_STATUS, free);
+	proxy_cache_drain(comm, PROXY_CACHE_NET_TASK, proxy_net_task_release);
+	proxy_cache_drain(comm, PROXY_CACHE_BARRIER_TASK, free);
+	pthread_mutex_destroy(&comm->cache_lock);
 	free(comm);
 }
 

@@ -11,11 +11,15 @@
 #include <nproxy/log.h>
 #include "proxy_internal.h"
 
-struct proxy_task_status *proxy_status_new(const struct nproxy_comm *comm, uint64_t ctx,
+struct proxy_task_status *proxy_status_new(struct nproxy_comm *comm, uint64_t ctx,
 					   enum nproxy_task_type type)
 {
-	struct proxy_task_status *st = calloc(1, sizeof(*st));
+	struct proxy_task_status *st = proxy_cache_get(comm, PROXY_CACHE_STATUS);
 
+	if (st)
+		memset(st, 0, sizeof(*st));
+	else
+		st = calloc(1, sizeof(*st));
 	if (!st)
 		return NULL;
 	st->progress_status = NPROXY_SUCCESS;
@@ -29,7 +33,8 @@ struct proxy_task_status *proxy_status_new(const struct nproxy_comm *comm, uint6
 
 void proxy_status_put(struct proxy_task_status *st)
 {
-	if (st && __atomic_sub_fetch(&st->refcnt, 1, __ATOMIC_ACQ_REL) == 0)
+	if (st && __atomic_sub_fetch(&st->refcnt, 1, __ATOMIC_ACQ_REL) == 0 &&
+	    !proxy_cache_put((struct nproxy_comm *)st->comm, PROXY_CACHE_STATUS, st))
 		free(st);
 }
 
