@@ -30,8 +30,66 @@
 #define NET_POST_MAX_PER_TICK	64	/* bound on one tick's posting */
 #define NET_STOP_REAP_MS	200	/* stop(): wait this long for cancellations */
 #define NET_SCAN_MAX_PER_TICK	64	/* unposted ops looked at per tick */
+#define NET_SPARE_BLOCKS	16	/* retired blocks kept for reuse */
 
-static void block_free(struct net_block *b);
+static void block_free(struct nproxy_net *net, struct net_block *b);
+static void block_destroy(struct net_block *b);
+
+/* Grow *p to n elements of size (never shrinks); false when out of memory. */
+static bool grow(void **p, uint32_t *cap, uint32_t n, size_t size)
+{
+	void *q;
+
+	if (n <= *cap)
+		return true;
+	q = realloc(*p, (size_t)n * size);
+	if (!q)
+		return false;
+	*p = q;
+	*cap = n;
+	return true;
+}
+
+/*
+ * A block for start(): a spare one (its arrays kept, grown if this block
+ * is bigger) or a new one.  Everything but the arrays is zeroed, and the
+ * op states too.  Called with net->lock held.
+ */
+static struct net_block *block_get(struct nproxy_net *net, uint32_t n_ops, uint32_t n_sems)
+{
+	struct net_block *b = net->spare, kept;
+	uint32_t ops = n_ops ? n_ops : 1;
+
+	if (b) {
+		net->spare = b->next_grave;
+		net->n_spare--;
+	} else if (!(b = calloc(1, sizeof(*b)))) {
+		return NULL;
+	}
+	kept = *b;
+	memset(b, 0, sizeof(*b));
+	b->st = kept.st;
+	b->next_same_sem = kept.next_same_sem;
+	b->sem_head = kept.sem_head;
+	b->cap_ops = kept.cap_ops;
+	b->cap_next = kept.cap_next;
+	b->cap_sems = kept.cap_sems;
+	if (!grow((void **)&b->st, &b->cap_ops, ops, sizeof(*b->st)) ||
+	    !grow((void **)&b->next_same_sem, &b->cap_next, ops, sizeof(uint32_t)) ||
+	    !grow((void **)&b->sem_head, &b->cap_sems, n_sems, sizeof(uint32_t))) {
+		block_destroy(b);
+		return NULL;
+	}
+	memset(b->st, 0, (size_t)ops * sizeof(*b->st));
+	return b;
+}
+
+/* start()'s scratch array of n counters (net->lock held). */
+static uint32_t *start_scratch(struct nproxy_net *net, uint32_t n)
+{
+	return grow((void **)&net->start_scratch, &net->cap_scratch, n, sizeof(uint32_t)) ?
+	       net->start_scratch : NULL;
+}
 
 static struct net_block *find_block(struct nproxy_net *net, uint32_t stream, uint32_t bb,
 				    int *free_slot)
@@ -162,10 +220,11 @@ static enum nproxy_status net_start(void *engine, uint32_t stream, uint32_t bb,
 	if (st != NPROXY_SUCCESS)
 		goto out;
 	st = NPROXY_RESOURCE;
-	b = calloc(1, sizeof(*b));
-	seq = calloc(2 * (size_t)net->n_ranks, sizeof(*seq));
-	if (!b || !seq || !(b->st = calloc(fifos->n_ops ? fifos->n_ops : 1, sizeof(*b->st))))
+	b = block_get(net, fifos->n_ops, dev ? dev->n_sems : 0);
+	seq = start_scratch(net, 2 * net->n_ranks + (dev ? dev->n_sems : 0));
+	if (!b || !seq)
 		goto out;
+	memset(seq, 0, 2 * (size_t)net->n_ranks * sizeof(*seq));
 	b->stream = stream;
 	b->bb = bb;
 	/* Same count on every rank: they start the same blocks in the same order. */
@@ -196,15 +255,8 @@ static enum nproxy_status net_start(void *engine, uint32_t stream, uint32_t bb,
 				 s->seq);
 	}
 	if (b->dev.n_sems) {
-		uint32_t *tail = calloc(b->dev.n_sems, sizeof(*tail));
+		uint32_t *tail = seq + 2 * net->n_ranks;
 
-		b->sem_head = malloc(b->dev.n_sems * sizeof(*b->sem_head));
-		b->next_same_sem = malloc((fifos->n_ops ? fifos->n_ops : 1) * sizeof(uint32_t));
-		if (!tail || !b->sem_head || !b->next_same_sem) {
-			free(tail);
-			st = NPROXY_RESOURCE;
-			goto out;
-		}
 		for (uint32_t s = 0; s < b->dev.n_sems; s++)
 			b->sem_head[s] = tail[s] = NET_NONE;
 		for (uint32_t i = 0; i < fifos->n_ops; i++) {
@@ -219,7 +271,6 @@ static enum nproxy_status net_start(void *engine, uint32_t stream, uint32_t bb,
 				b->next_same_sem[tail[op->post_sem]] = i;
 			tail[op->post_sem] = i;
 		}
-		free(tail);
 	}
 	for (uint32_t i = 0; i < fifos->n_src; i++)
 		net->mrs[fifos->src[i].mr].users++;
@@ -231,18 +282,48 @@ static enum nproxy_status net_start(void *engine, uint32_t stream, uint32_t bb,
 	st = NPROXY_SUCCESS;
 out:
 	if (b)
-		block_free(b);
-	free(seq);
+		block_free(net, b);
 	pthread_mutex_unlock(&net->lock);
 	return st;
 }
 
-static void block_free(struct net_block *b)
+static void block_destroy(struct net_block *b)
 {
 	free(b->st);
 	free(b->sem_head);
 	free(b->next_same_sem);
 	free(b);
+}
+
+/* Keep a retired block for the next start(), up to NET_SPARE_BLOCKS. */
+static void block_free(struct nproxy_net *net, struct net_block *b)
+{
+	if (net->n_spare >= NET_SPARE_BLOCKS) {
+		block_destroy(b);
+		return;
+	}
+	b->next_grave = net->spare;
+	net->spare = b;
+	net->n_spare++;
+}
+
+void net_engine_free(struct nproxy_net *net)
+{
+	while (net->graveyard) {
+		struct net_block *b = net->graveyard;
+
+		net->graveyard = b->next_grave;
+		block_destroy(b);
+	}
+	while (net->spare) {
+		struct net_block *b = net->spare;
+
+		net->spare = b->next_grave;
+		block_destroy(b);
+	}
+	net->n_spare = 0;
+	free(net->start_scratch);
+	net->start_scratch = NULL;
 }
 
 static void free_if_reaped(struct nproxy_net *net, struct net_block *b)
@@ -254,7 +335,7 @@ static void free_if_reaped(struct nproxy_net *net, struct net_block *b)
 	for (pp = &net->graveyard; *pp; pp = &(*pp)->next_grave) {
 		if (*pp == b) {
 			*pp = b->next_grave;
-			block_free(b);
+			block_free(net, b);
 			return;
 		}
 	}
@@ -670,7 +751,7 @@ static enum nproxy_status net_stop(void *engine, uint32_t stream, uint32_t bb)
 				   "net rank %u: stream %u bb %u stopped with %u op(s) still in the provider",
 				   net->rank, stream, bb, b->n_inflight);
 	} else {
-		block_free(b);
+		block_free(net, b);
 	}
 	pthread_mutex_unlock(&net->lock);
 	return NPROXY_SUCCESS;

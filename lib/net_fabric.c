@@ -354,15 +354,7 @@ NPROXY_API void nproxy_net_close(struct nproxy_net *net)
 	if (net->info)
 		fi_freeinfo(net->info);
 	/* Only now, with the endpoint gone, can no provider touch a request. */
-	while (net->graveyard) {
-		struct net_block *b = net->graveyard;
-
-		net->graveyard = b->next_grave;
-		free(b->st);
-		free(b->sem_head);
-		free(b->next_same_sem);
-		free(b);
-	}
+	net_engine_free(net);
 	net_barrier_free(net);
 	free(net->mrs);
 	free(net->peers);

@@ -91,7 +91,8 @@ struct net_block {
 	 */
 	uint32_t *sem_head;		/* [dev.n_sems] */
 	uint32_t *next_same_sem;	/* [n_ops] */
-	struct net_block *next_grave;
+	struct net_block *next_grave;	/* also the spare list's link */
+	uint32_t cap_ops, cap_next, cap_sems;	/* st, next_same_sem, sem_head sizes */
 };
 
 struct net_mr {
@@ -130,6 +131,11 @@ struct nproxy_net {
 	struct net_block *blocks[NET_MAX_BLOCKS];
 	uint8_t epoch[4][256];		/* [stream][bb & 0xff]: starts so far */
 	struct net_block *graveyard;	/* stopped blocks waiting for cancels */
+	/* Retired blocks kept for the next start() (no malloc per block). */
+	struct net_block *spare;
+	uint32_t n_spare;
+	uint32_t *start_scratch;	/* start(): 2 * n_ranks seq counters + sem tails */
+	uint32_t cap_scratch;
 	uint32_t *inflight;		/* [peer * 2 + is_send] */
 	uint32_t *chan_stamp;		/* [peer * 2 + is_send]: blocked in scan # */
 	uint32_t scan;			/* scan counter for chan_stamp */
@@ -162,6 +168,8 @@ enum nproxy_status net_barrier_init(struct nproxy_net *net);
 void net_barrier_complete(struct nproxy_net *net, struct net_req *req, bool ok);
 void net_barrier_cancel(struct nproxy_net *net);
 void net_barrier_free(struct nproxy_net *net);
+/* After the endpoint closed: free the graveyard, spare blocks and scratch. */
+void net_engine_free(struct nproxy_net *net);
 extern const struct nproxy_host_barrier_ops net_barrier_ops;
 
 /* net_exchange.c: all-gathers over bananaphone or the TCP rendezvous */
