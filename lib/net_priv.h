@@ -175,6 +175,8 @@ enum nproxy_status net_xchg_open(struct net_xchg *x, const struct nproxy_net_opt
 				 int timeout_ms);
 enum nproxy_status net_xchg_allgather(struct net_xchg *x, const void *blob, size_t len,
 				      void **all, size_t *lens, size_t *offs);
+/* A local failure after open: tell the other ranks why (TCP rendezvous). */
+void net_xchg_abort(struct net_xchg *x, enum nproxy_status st, const char *why);
 void net_xchg_close(struct net_xchg *x);
 const char *net_xchg_strerror(const struct net_xchg *x);
 

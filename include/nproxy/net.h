@@ -110,6 +110,14 @@ NPROXY_API enum nproxy_status nproxy_rdzv_open(const char *root, uint32_t rank,
 NPROXY_API enum nproxy_status nproxy_rdzv_allgather(struct nproxy_rdzv *rz, const void *data,
 						    size_t len, void **out, size_t *lens,
 						    size_t *offs);
+/*
+ * This rank cannot go on (a local error after open): every other rank's
+ * pending or next all-gather fails with `st` and a message carrying `why`
+ * (the root relays it), instead of waiting for the deadline or blaming
+ * the root.  Later all-gathers on rz return the first error.  Idempotent.
+ */
+NPROXY_API void nproxy_rdzv_abort(struct nproxy_rdzv *rz, enum nproxy_status st,
+				  const char *why);
 NPROXY_API const char *nproxy_rdzv_strerror(const struct nproxy_rdzv *rz);
 NPROXY_API void nproxy_rdzv_close(struct nproxy_rdzv *rz);
 
