@@ -182,6 +182,9 @@ static enum nproxy_status bring_up(struct nproxy_net *net)
 	rc = fi_endpoint(net->domain, net->info, &net->ep, NULL);
 	if (rc)
 		return fi_fail(net, "fi_endpoint", rc);
+	/* The endpoint's name is known now; its region is created by fi_enable. */
+	net_shm_sweep_at_open(net);
+	net_shm_clear_own(net);
 	rc = fi_ep_bind(net->ep, &net->av->fid, 0);
 	if (rc)
 		return fi_fail(net, "fi_ep_bind(av)", rc);

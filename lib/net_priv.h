@@ -164,6 +164,10 @@ void net_barrier_cancel(struct nproxy_net *net);
 void net_barrier_free(struct nproxy_net *net);
 extern const struct nproxy_host_barrier_ops net_barrier_ops;
 
+/* net_shm.c: dead processes' shm regions (between fi_endpoint and fi_enable) */
+void net_shm_clear_own(struct nproxy_net *net);
+void net_shm_sweep_at_open(struct nproxy_net *net);
+
 /* net_exchange.c: all-gathers over bananaphone or the TCP rendezvous */
 struct net_xchg {
 	struct nproxy_rdzv *rz;
