@@ -64,6 +64,12 @@ enum nproxy_status net_xchg_allgather(struct net_xchg *x, const void *blob, size
 	return nproxy_rdzv_allgather(x->rz, blob, len, all, lens, offs);
 }
 
+/* Bananaphone needs no message: its liveness check sees this process die. */
+void net_xchg_abort(struct net_xchg *x, enum nproxy_status st, const char *why)
+{
+	nproxy_rdzv_abort(x->rz, st, why);
+}
+
 void net_xchg_close(struct net_xchg *x)
 {
 	nproxy_rdzv_close(x->rz);

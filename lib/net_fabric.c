@@ -182,6 +182,9 @@ static enum nproxy_status bring_up(struct nproxy_net *net)
 	rc = fi_endpoint(net->domain, net->info, &net->ep, NULL);
 	if (rc)
 		return fi_fail(net, "fi_endpoint", rc);
+	/* The endpoint's name is known now; its region is created by fi_enable. */
+	net_shm_sweep_at_open(net);
+	net_shm_clear_own(net);
 	rc = fi_ep_bind(net->ep, &net->av->fid, 0);
 	if (rc)
 		return fi_fail(net, "fi_ep_bind(av)", rc);
@@ -312,21 +315,24 @@ NPROXY_API enum nproxy_status nproxy_net_open(const struct nproxy_net_opts *opts
 		goto fail;
 	st = select_provider(net, opts->provider, all_local);
 	if (st != NPROXY_SUCCESS)
-		goto fail;
+		goto fail_local;
 	st = bring_up(net);
 	if (st != NPROXY_SUCCESS)
-		goto fail;
+		goto fail_local;
 	st = exchange_names(net, &x);
 	if (st != NPROXY_SUCCESS)
 		goto fail;
 	st = net_barrier_init(net);
 	if (st != NPROXY_SUCCESS)
-		goto fail;
+		goto fail_local;
 	net_xchg_close(&x);
 	nproxy_log(NPROXY_LOG_INFO, "net rank %u of %u: comm %u on %s, %u credits, %d ms timeout",
 		   net->rank, net->n_ranks, net->comm_id, net->prov, net->credits, net->timeout_ms);
 	*out = net;
 	return NPROXY_SUCCESS;
+fail_local:
+	/* The others would wait for our next all-gather until the deadline. */
+	net_xchg_abort(&x, st, net->err);
 fail:
 	net_xchg_close(&x);
 	nproxy_net_close(net);

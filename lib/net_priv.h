@@ -172,6 +172,10 @@ void net_barrier_free(struct nproxy_net *net);
 void net_engine_free(struct nproxy_net *net);
 extern const struct nproxy_host_barrier_ops net_barrier_ops;
 
+/* net_shm.c: dead processes' shm regions (between fi_endpoint and fi_enable) */
+void net_shm_clear_own(struct nproxy_net *net);
+void net_shm_sweep_at_open(struct nproxy_net *net);
+
 /* net_exchange.c: all-gathers over bananaphone or the TCP rendezvous */
 struct net_xchg {
 	struct nproxy_rdzv *rz;
@@ -183,6 +187,8 @@ enum nproxy_status net_xchg_open(struct net_xchg *x, const struct nproxy_net_opt
 				 int timeout_ms);
 enum nproxy_status net_xchg_allgather(struct net_xchg *x, const void *blob, size_t len,
 				      void **all, size_t *lens, size_t *offs);
+/* A local failure after open: tell the other ranks why (TCP rendezvous). */
+void net_xchg_abort(struct net_xchg *x, enum nproxy_status st, const char *why);
 void net_xchg_close(struct net_xchg *x);
 const char *net_xchg_strerror(const struct net_xchg *x);
 

@@ -38,6 +38,9 @@ int ctl_open_dev(void);
  */
 int ctl_region_open(const char *spec, struct nproxy_region_state *state);
 
+/* shm-sweep (ctl_shm.c): dead processes' libfabric shm regions; an exit code. */
+int cmd_shm_sweep(bool dry_run, int pid, const char *dir, bool json);
+
 /* ---- generic netlink (libnl-genl) ---- */
 struct ctl_nl;
 

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <nproxy/net.h>
 #include "run.h"
 
 static volatile sig_atomic_t interrupted;
@@ -99,6 +100,8 @@ static void *progress_main(void *arg)
 	return NULL;
 }
 
+static char crash_who[80];
+
 static int run_launched(const struct run_opts *o, struct run_place *place)
 {
 	struct run_proc_record *rec = calloc(1, run_record_size(o));
@@ -117,6 +120,10 @@ static int run_launched(const struct run_opts *o, struct run_place *place)
 		free(rec);
 		return code;
 	}
+	/* No supervisor to read the record: a crash reports itself. */
+	snprintf(crash_who, sizeof(crash_who), "nproxy-run: process %u (pid %d)", place->proc_rank,
+		 (int)getpid());
+	run_crash_install(rec, true, crash_who);
 	run_progress_init(&pt.prog, o, place->proc_rank == 0, isatty(STDERR_FILENO));
 	if (pt.prog.enabled)
 		pthread_create(&tid, NULL, progress_main, &pt);
@@ -152,6 +159,14 @@ static void describe_ranks(char *buf, size_t len, uint32_t p, uint32_t R, pid_t 
 	else
 		snprintf(buf, len, "ranks %u-%u (process %u, pid %d)", p * R, p * R + R - 1, p,
 			 (int)pid);
+}
+
+/* The dead rank's own libfabric shm regions (its PID is reaped: not reused yet). */
+static void sweep_dead_rank(pid_t pid)
+{
+	struct nproxy_shm_sweep_opts so = { .sz = sizeof(so), .pid = (int)pid };
+
+	nproxy_net_shm_sweep(&so, NULL);
 }
 
 static int run_forked(const struct run_opts *o)
@@ -210,6 +225,7 @@ static int run_forked(const struct run_opts *o)
 				bind_to_cpu(p);
 			place.proc_rank = p;
 			place.local_proc = p;
+			run_crash_install(recs[p], false, NULL);
 			code = run_job(o, &place, recs[p]);
 			recs[p]->state = code ? 2 : 1;
 			/* exit(), not _exit(): stdio was flushed before fork, and
@@ -304,9 +320,11 @@ static int run_forked(const struct run_opts *o)
 		describe_ranks(what, sizeof(what), (uint32_t)first_bad, o->ranks_per_proc,
 			       kids[first_bad].pid);
 		if (WIFSIGNALED(st)) {
+			char death[400];
+
 			code = RUN_EXIT_DEAD;
-			snprintf(msg, sizeof(msg), "%s was killed by signal %d (%s)", what,
-				 WTERMSIG(st), strsignal(WTERMSIG(st)));
+			run_describe_death(recs[first_bad], WTERMSIG(st), death, sizeof(death));
+			snprintf(msg, sizeof(msg), "%s %s", what, death);
 		} else {
 			code = WEXITSTATUS(st);
 			if (code < RUN_EXIT_VERIFY || code > RUN_EXIT_FAILURE)
@@ -325,6 +343,10 @@ static int run_forked(const struct run_opts *o)
 	}
 	if (code == RUN_EXIT_OK || code == RUN_EXIT_VERIFY || o->json)
 		run_report(o, &place, recs, P, code, msg, run_now() - t0);
+	/* A rank that died by a signal could not remove its shm regions. */
+	for (uint32_t p = 0; p < P; p++)
+		if (kids[p].status == -1 || WIFSIGNALED(kids[p].status))
+			sweep_dead_rank(kids[p].pid);
 	munmap(shared, rsz * P);
 	return code;
 }

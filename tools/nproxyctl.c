@@ -2,7 +2,8 @@
 /*
  * nproxyctl: inspect and drive nproxy.ko through its ioctls (on
  * /dev/nproxy and region fds) and its generic netlink family.  It holds no
- * logic of its own beyond naming regions; see nproxyctl(8).
+ * logic of its own beyond naming regions; see nproxyctl(8).  One host
+ * chore besides: shm-sweep (ctl_shm.c), the library's own sweep.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +31,9 @@ static struct {
 	double timeout_s;	/* watch: stop after; program: wait at most */
 	uint32_t streams, sems, rank, gid;
 	double hold_s;		/* create: hold the region this long (0: until signal) */
+	bool dry_run;		/* shm-sweep: report only */
+	int pid;		/* shm-sweep: only this PID's files (0: every dead PID) */
+	const char *dir;	/* shm-sweep: instead of /dev/shm */
 } opt = { .timeout_s = -1, .streams = NPROXY_MAX_STREAMS, .sems = 16 };
 
 static volatile sig_atomic_t stop_requested;
@@ -62,6 +66,11 @@ static void usage(FILE *f)
 "  program --check FILE          only parse FILE and print the steps\n"
 "  create [--streams N] [--sems N] [--rank R] [--gid G] [--hold S]\n"
 "                                create a region, print its id, keep it until SIGINT/SIGTERM\n"
+"\n"
+"Host:\n"
+"  shm-sweep [--dry-run] [--pid PID] [--dir DIR]\n"
+"                                remove libfabric shm regions (/dev/shm/<pid>:<uid>:<n>) of\n"
+"                                processes that no longer exist and no live process uses\n"
 "\n"
 "REGION is a region id (see `nproxyctl regions`) or PID:FD; the owner's fd is\n"
 "duplicated with pidfd_getfd(2), which needs ptrace access to the owner.\n"
@@ -620,7 +629,7 @@ static int cmd_create(void)
 int main(int argc, char **argv)
 {
 	enum { O_COUNT = 256, O_TIMEOUT, O_RESET, O_CHECK, O_NOWAIT, O_STREAMS, O_SEMS,
-	       O_RANK, O_GID, O_HOLD };
+	       O_RANK, O_GID, O_HOLD, O_DRY_RUN, O_PID, O_DIR };
 	static const struct option longopts[] = {
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
@@ -635,6 +644,9 @@ int main(int argc, char **argv)
 		{ "rank", required_argument, NULL, O_RANK },
 		{ "gid", required_argument, NULL, O_GID },
 		{ "hold", required_argument, NULL, O_HOLD },
+		{ "dry-run", no_argument, NULL, O_DRY_RUN },
+		{ "pid", required_argument, NULL, O_PID },
+		{ "dir", required_argument, NULL, O_DIR },
 		{ 0 }
 	};
 	struct sigaction sa = { .sa_handler = on_signal };
@@ -666,6 +678,16 @@ int main(int argc, char **argv)
 			break;
 		}
 		case O_RESET: opt.reset = true; break;
+		case O_DRY_RUN: opt.dry_run = true; break;
+		case O_DIR: opt.dir = optarg; break;
+		case O_PID: {
+			uint32_t v;
+
+			if (parse_u32_arg(optarg, &v) || !v || v > 0x3fffffff)
+				return usage_err("--pid: '%s' is not a process id", optarg);
+			opt.pid = (int)v;
+			break;
+		}
 		case O_CHECK: opt.check = true; break;
 		case O_NOWAIT: opt.no_wait = true; break;
 		case O_STREAMS:
@@ -712,8 +734,10 @@ int main(int argc, char **argv)
 		return cmd_sem(argc, argv);
 	if (!strcmp(cmd, "program"))
 		return cmd_program(argc, argv);
+	if (!strcmp(cmd, "shm-sweep") && !argc)
+		return cmd_shm_sweep(opt.dry_run, opt.pid, opt.dir, opt.json);
 	if (!strcmp(cmd, "info") || !strcmp(cmd, "regions") || !strcmp(cmd, "stats") ||
-	    !strcmp(cmd, "watch") || !strcmp(cmd, "create"))
+	    !strcmp(cmd, "watch") || !strcmp(cmd, "create") || !strcmp(cmd, "shm-sweep"))
 		return usage_err("%s takes no arguments", cmd);
 	return usage_err("unknown command '%s'", cmd);
 }

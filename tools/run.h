@@ -91,6 +91,10 @@ struct run_proc_record {
 	char provider[32];
 	char handshake[16];
 	char error[512];		/* first error, naming the rank */
+	/* run_crash.c: what the process is doing, and the signal that killed it */
+	volatile char phase[64];
+	volatile int death_signal;	/* caught fatal signal, 0 if none */
+	volatile uint64_t death_addr;	/* its fault address, 0 if unknown */
 	struct run_size_result sizes[RUN_MAX_SIZES];
 	double lat_us[];		/* [size][iter]: max over local ranks */
 };
@@ -114,6 +118,20 @@ int run_detect_launcher(struct run_place *place);
  */
 int run_job(const struct run_opts *o, const struct run_place *place,
 	    struct run_proc_record *rec);
+
+/*
+ * run_crash.c: run_crash_install() points the fatal-signal handler at rec
+ * (print: no supervisor, the handler writes "<who>: killed by signal ..."
+ * itself); run_phase() records what the process is doing (not per op);
+ * run_describe_death() writes "was killed by signal SIGBUS (Bus error) at
+ * address 0x... during engine setup (nproxy_net_open)".
+ */
+void run_crash_install(struct run_proc_record *rec, bool print, const char *who);
+void run_phase(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void run_describe_death(const struct run_proc_record *rec, int sig, char *buf, size_t len);
+/* Test hook NPROXY_RUN_CRASH=RANK:ITER[:bus|segv]: the rank, or -1. */
+int run_crash_hook(uint32_t *iter, int *sig);
+void run_crash_now(int sig);	/* a real SIGBUS / SIGSEGV fault */
 
 /* run_report.c */
 struct run_progress {

@@ -233,6 +233,7 @@ static void *setup_rank(void *arg)
 	int tmo = remaining_ms(rc->deadline);
 
 	if (rc->bus_size > 1) {
+		run_phase("bananaphone rendezvous (rank %u)", rc->rank);
 		if (rc->bus_rank == 0)
 			st = bp_create(rc->place->job_id, rc->bus_size, &rc->bp);
 		else
@@ -268,6 +269,7 @@ static void *setup_rank(void *arg)
 	nopts.provider = o->provider;
 	nopts.root = rc->place->root;
 	nopts.bp = rc->net_over_bus ? rc->bp : NULL;
+	run_phase("engine setup (nproxy_net_open, rank %u)", rc->rank);
 	st = nproxy_net_open(&nopts, &rc->net);
 	if (st != NPROXY_SUCCESS) {
 		snprintf(rc->err, sizeof(rc->err),
@@ -283,6 +285,7 @@ static void *setup_rank(void *arg)
 	hopts.n_sems = rc->world + 1 > NPROXY_MAX_SEMS ? NPROXY_MAX_SEMS : rc->world + 1;
 	hopts.rank = rc->rank;
 	hopts.gid = o->ranks_per_proxy ? rc->local_idx / o->ranks_per_proxy : rc->local_idx;
+	run_phase("handshake region (rank %u)", rc->rank);
 	st = nproxy_hs_open(&hopts, &rc->hs);
 	if (st != NPROXY_SUCCESS) {
 		snprintf(rc->err, sizeof(rc->err), "rank %u: handshake region (%s): %s", rc->rank,
@@ -301,6 +304,7 @@ static void *setup_rank(void *arg)
 	nproxy_net_seam(rc->net, &copts.seam);
 	nproxy_net_host_barrier(rc->net, &copts.barrier);
 	copts.timeout_s = (uint32_t)(o->timeout_s + 1);
+	run_phase("proxy comm setup (rank %u)", rc->rank);
 	st = nproxy_comm_init(&copts, &rc->comm);
 	if (st != NPROXY_SUCCESS) {
 		snprintf(rc->err, sizeof(rc->err), "rank %u: proxy comm: %s", rc->rank,
@@ -796,14 +800,15 @@ int run_job(const struct run_opts *o, const struct run_place *place, struct run_
 	uint32_t R = o->ranks_per_proc, world = place->n_procs * R;
 	struct rank_ctx *ranks = calloc(R, sizeof(*ranks));
 	double deadline = run_now() + o->timeout_s;
-	int code, corrupt = corrupt_rank(), kill_rank;
-	uint32_t kill_iter = 0;
+	int code, corrupt = corrupt_rank(), kill_rank, crash_rank, crash_sig = 0;
+	uint32_t kill_iter = 0, crash_iter = 0;
 	uint64_t global_iter = 0;
 
 	g_rec = rec;
 	if (!ranks)
 		return fail(RUN_EXIT_FAILURE, "out of memory");
 	kill_rank = kill_hook(&kill_iter);
+	crash_rank = run_crash_hook(&crash_iter, &crash_sig);
 	for (uint32_t i = 0; i < R; i++) {
 		struct rank_ctx *rc = &ranks[i];
 
@@ -836,6 +841,7 @@ int run_job(const struct run_opts *o, const struct run_place *place, struct run_
 		struct run_size_result *sr = &rec->sizes[si];
 		bool verify_failed = false;
 
+		run_phase("%s %" PRIu64 " B", run_coll_name(o->coll), o->sizes[si]);
 		for (uint32_t i = 0; i < R && !code; i++)
 			code = alloc_buffers(&ranks[i], o->sizes[si]);
 		if (code)
@@ -848,6 +854,9 @@ int run_job(const struct run_opts *o, const struct run_place *place, struct run_
 			if (kill_rank >= 0 && global_iter == kill_iter &&
 			    (uint32_t)kill_rank / R == place->proc_rank)
 				raise(SIGKILL);
+			if (crash_rank >= 0 && global_iter == crash_iter &&
+			    (uint32_t)crash_rank / R == place->proc_rank)
+				run_crash_now(crash_sig);
 			for (uint32_t i = 0; i < R; i++)
 				fill_inputs(&ranks[i], global_iter);
 			code = start_barrier(ranks, R, deadline);
@@ -894,6 +903,7 @@ int run_job(const struct run_opts *o, const struct run_place *place, struct run_
 			free_buffers(&ranks[i]);
 	}
 out:
+	run_phase("teardown");
 	for_each_rank_parallel(ranks, R, teardown_rank);
 	free(ranks);
 	if (!code && rec->error[0])

@@ -22,6 +22,8 @@
  *   NPROXY_NET_RDZV_TIMEOUT_MS  deadline of each name exchange step
  *                          (default 60000: libfabric start-up alone can
  *                          take seconds on a loaded host).
+ *   NPROXY_NET_SHM_SWEEP   0: do not sweep dead processes' shm regions
+ *                          when opening an shm endpoint (default 1).
  *
  * See Documentation/net.md for the op FIFO record format and tag layout.
  */
@@ -110,8 +112,51 @@ NPROXY_API enum nproxy_status nproxy_rdzv_open(const char *root, uint32_t rank,
 NPROXY_API enum nproxy_status nproxy_rdzv_allgather(struct nproxy_rdzv *rz, const void *data,
 						    size_t len, void **out, size_t *lens,
 						    size_t *offs);
+/*
+ * This rank cannot go on (a local error after open): every other rank's
+ * pending or next all-gather fails with `st` and a message carrying `why`
+ * (the root relays it), instead of waiting for the deadline or blaming
+ * the root.  Later all-gathers on rz return the first error.  Idempotent.
+ */
+NPROXY_API void nproxy_rdzv_abort(struct nproxy_rdzv *rz, enum nproxy_status st,
+				  const char *why);
 NPROXY_API const char *nproxy_rdzv_strerror(const struct nproxy_rdzv *rz);
 NPROXY_API void nproxy_rdzv_close(struct nproxy_rdzv *rz);
+
+/*
+ * Regions of libfabric's shm provider left by dead processes
+ * (/dev/shm/<pid>:<uid>:<index>[_<n>]): a process killed by SIGKILL cannot
+ * remove them, and once PIDs wrap one at a new process's own name makes
+ * its endpoint fail.  nproxy_net_open() removes the one at its own name
+ * and, unless NPROXY_NET_SHM_SWEEP=0, sweeps the others when it opens an
+ * shm endpoint.  The sweep removes a file only if its PID does not exist
+ * (kill(pid, 0) == ESRCH) and no process we can see has it open or
+ * mapped; never a live process's.  /dev/shm shared with processes in
+ * another PID namespace is not supported (their PIDs look dead from here;
+ * the shm provider's names collide there anyway).
+ */
+enum nproxy_shm_verdict {
+	NPROXY_SHM_REMOVED,
+	NPROXY_SHM_WOULD_REMOVE,	/* dry run */
+	NPROXY_SHM_IN_USE,		/* its PID is dead but a live process uses it: kept */
+	NPROXY_SHM_FAILED,		/* unlink failed (err) */
+};
+
+struct nproxy_shm_sweep_opts {
+	size_t sz;		/* sizeof(struct nproxy_shm_sweep_opts): extensible */
+	const char *dir;	/* NULL: /dev/shm */
+	int pid;		/* 0: every dead PID; else only this (dead) PID's files */
+	bool dry_run;		/* report, remove nothing */
+	/* Called once per file of a dead PID, after the verdict. */
+	void (*each)(const char *path, int pid, enum nproxy_shm_verdict v, int user_pid,
+		     int err, void *arg);
+	void *arg;
+};
+
+/* opts may be NULL (every dead PID, /dev/shm).  *n_removed: files removed. */
+NPROXY_API enum nproxy_status nproxy_net_shm_sweep(const struct nproxy_shm_sweep_opts *opts,
+						   uint32_t *n_removed);
+NPROXY_API const char *nproxy_shm_verdict_str(enum nproxy_shm_verdict v);
 
 #ifdef __cplusplus
 }

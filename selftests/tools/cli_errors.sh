@@ -69,6 +69,9 @@ expect "ctl: bad region name" 2 "bad region 'x:y'" "$CTL" trigger x:y 0
 expect "ctl: bad --count" 2 "--count: '0'" "$CTL" watch --count 0
 expect "ctl: --help" 0 "program REGION FILE" "$CTL" --help
 expect "ctl: --version" 0 "^nproxyctl [0-9.]+ \\(ABI 1\\)" "$CTL" --version
+expect "ctl: shm-sweep takes no arguments" 2 "shm-sweep takes no arguments" "$CTL" shm-sweep x
+expect "ctl: shm-sweep --pid 0" 2 "--pid: '0' is not a process id" "$CTL" shm-sweep --pid 0
+expect "ctl: shm-sweep of a missing directory" 1 "cannot sweep /nonexistent" "$CTL" shm-sweep --dir /nonexistent/nproxy
 
 # The program text format (parsed on the host: no module needed).
 cat >"$tmp/good.txt" <<'PROG'

@@ -3,8 +3,10 @@
 #
 # nproxy-run's failure exits, each with a message naming the rank:
 #   1  a corrupted byte (NPROXY_RUN_CORRUPT) is caught by verification;
-#   4  a rank killed mid-run (NPROXY_RUN_KILL) is named with its signal,
-#      and the others are stopped instead of hanging;
+#   4  a rank killed mid-run (NPROXY_RUN_KILL) is named with its signal
+#      and the phase it was in, and the others are stopped instead of
+#      hanging; a rank that dies of SIGBUS/SIGSEGV (NPROXY_RUN_CRASH) is
+#      named with the signal, the fault address and the phase;
 #   3  a device that never reaches the net stage within --timeout.
 # Every case must end well inside its bound and leave no rank behind.
 here=$(cd "$(dirname "$0")" && pwd -P)
@@ -62,8 +64,8 @@ mark=kill-$$
 start=$SECONDS
 out=$(NPROXY_TEST_MARK=$mark NPROXY_RUN_KILL=1:3 timeout 120 "$RUN" --size 4K --iters 50 --warmup 1 --timeout 90 2>&1)
 rc=$?
-if ((rc == 4)) && grep -Eq "^nproxy-run: rank 1 \(pid [0-9]+\) was killed by signal 9 \(Killed\)$" <<<"$out"; then
-	tap_ok "killed rank: exit 4, rank 1, pid and signal named ($((SECONDS - start)) s)"
+if ((rc == 4)) && grep -Eq "^nproxy-run: rank 1 \(pid [0-9]+\) was killed by signal SIGKILL \(Killed\) during allgather 4096 B, after [0-9]+ iterations$" <<<"$out"; then
+	tap_ok "killed rank: exit 4, rank 1, pid, signal and phase named ($((SECONDS - start)) s)"
 else
 	tap_fail "killed rank: exit 4, rank 1 named" "exit $rc" "$out"
 fi
@@ -71,10 +73,26 @@ no_leftovers "killed rank: the other ranks were stopped" "$mark"
 
 out=$(NPROXY_RUN_KILL=3:0 timeout 120 "$RUN" --procs 2 --ranks-per-proc 2 --size 4K --iters 5 --warmup 0 --timeout 90 2>&1)
 rc=$?
-if ((rc == 4)) && grep -Eq "^nproxy-run: ranks 2-3 \(process 1, pid [0-9]+\) was killed by signal 9" <<<"$out"; then
+if ((rc == 4)) && grep -Eq "^nproxy-run: ranks 2-3 \(process 1, pid [0-9]+\) was killed by signal SIGKILL \(Killed\)" <<<"$out"; then
 	tap_ok "killed process of 2 ranks: both ranks named"
 else
 	tap_fail "killed process of 2 ranks" "exit $rc" "$out"
+fi
+
+# ---- a rank dies of a real fault: the signal, where, and in which phase
+out=$(NPROXY_RUN_CRASH=1:2:bus timeout 120 "$RUN" --procs 2 --size 4K --iters 20 --warmup 1 --timeout 90 2>&1)
+rc=$?
+if ((rc == 4)) && grep -Eq "^nproxy-run: rank 1 \(pid [0-9]+\) was killed by signal SIGBUS \(Bus error\) at address 0x[0-9a-f]+ during allgather 4096 B, after 2 iterations$" <<<"$out"; then
+	tap_ok "SIGBUS in a rank: exit 4, signal, fault address and phase named"
+else
+	tap_fail "SIGBUS in a rank: exit 4, signal, fault address and phase named" "exit $rc" "$out"
+fi
+out=$(NPROXY_RUN_CRASH=0:1:segv timeout 120 "$RUN" --procs 3 --size 4K --iters 20 --warmup 1 --timeout 90 2>&1)
+rc=$?
+if ((rc == 4)) && grep -Eq "^nproxy-run: rank 0 \(pid [0-9]+\) was killed by signal SIGSEGV \(Segmentation fault\) at address 0x[0-9a-f]+ during allgather 4096 B, after 1 iteration$" <<<"$out"; then
+	tap_ok "SIGSEGV in rank 0: exit 4, signal, fault address and phase named"
+else
+	tap_fail "SIGSEGV in rank 0: exit 4, signal, fault address and phase named" "exit $rc" "$out"
 fi
 
 # Under a launcher there is no supervisor: the survivor sees its local
@@ -96,6 +114,24 @@ if ((rc0 == 4 && rc1 == 137)) && ((took < 30)) &&
 	tap_ok "launched, peer killed: survivor exits 4 naming rank 1 after ${took} s"
 else
 	tap_fail "launched, peer killed: survivor exits 4" "exit $rc0 / $rc1 after $took s" "$(cat "$tmp"/launched.*)"
+fi
+
+# ... and a rank that crashes says so itself, then dies of the signal.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+for r in 0 1; do
+	env -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID -u PMIX_RANK NPROXY_RUN_CRASH=1:3 \
+		NPROXY_RANK=$r NPROXY_WORLD_SIZE=2 NPROXY_LOCAL_RANK=$r NPROXY_LOCAL_SIZE=2 \
+		NPROXY_ROOT_COMM_ID=127.0.0.1:$port timeout 120 "$RUN" --size 4K --iters 50 \
+		--warmup 1 --timeout 90 >"$tmp/crash.$r" 2>&1 &
+	pids[r]=$!
+done
+wait "${pids[0]}"; rc0=$?
+{ wait "${pids[1]}"; } 2>/dev/null; rc1=$?
+if ((rc0 == 4 && rc1 == 128 + 7)) &&
+   grep -Eq "^nproxy-run: process 1 \(pid [0-9]+\): killed by signal SIGBUS at address 0x[0-9a-f]+ during allgather 4096 B$" "$tmp/crash.1"; then
+	tap_ok "launched, SIGBUS: the rank reports signal, address and phase, and dies of it"
+else
+	tap_fail "launched, SIGBUS: the rank reports it and dies of it" "exit $rc0 / $rc1" "$(cat "$tmp"/crash.*)"
 fi
 
 # ---- timeout: the device reaches the net stage only after 5 s, --timeout 2
