@@ -66,7 +66,11 @@ struct devemu {
 	uint32_t pc;			/* the step to run next */
 	bool step_begun;		/* step pc has started: step_deadline_ns is set */
 	uint64_t step_deadline_ns;	/* DELAY end / WAIT_SEM timeout of step pc */
-	bool armed;			/* a WAIT_SEM counts in bell.sleepers */
+	/*
+	 * 1 while a WAIT_SEM waits (lock-free reads): the word the region's
+	 * bell points at, so that nproxy_device_sem_add rings only then.
+	 */
+	uint32_t wait_armed;
 	uint64_t thread_wake_ns;	/* when the parked thread will look again */
 	bool finished;			/* finished and not collected */
 	uint64_t next_seq;
@@ -78,9 +82,8 @@ struct devemu {
 	void *notify_arg;
 
 	/*
-	 * Lock-free: submit, cancel, stop and semaphore increments signal it;
-	 * the thread parks on it.  bell.sleepers != 0 is also what makes
-	 * nproxy_device_sem_add ring at all.
+	 * Lock-free: submit, cancel, stop and a ring that found the lock
+	 * taken signal it; the thread parks on it.
 	 */
 	struct wake bell;
 };
@@ -109,10 +112,8 @@ static uint64_t deadline_after(uint64_t start_ns, uint64_t dt_ns)
 
 static void disarm(struct devemu *emu)
 {
-	if (emu->armed) {
-		emu->armed = false;
-		__atomic_sub_fetch(&emu->bell.sleepers, 1, __ATOMIC_SEQ_CST);
-	}
+	if (emu->wait_armed)
+		__atomic_store_n(&emu->wait_armed, 0, __ATOMIC_SEQ_CST);
 }
 
 /*
@@ -126,10 +127,8 @@ static bool sem_reached(struct devemu *emu, const struct nproxy_prog_step *step)
 
 	if (nproxy_sem_load(sem) >= step->value)
 		return true;
-	if (!emu->armed) {
-		emu->armed = true;
-		__atomic_add_fetch(&emu->bell.sleepers, 1, __ATOMIC_SEQ_CST);
-	}
+	if (!emu->wait_armed)
+		__atomic_store_n(&emu->wait_armed, 1, __ATOMIC_SEQ_CST);
 	return __atomic_load_n(sem, __ATOMIC_SEQ_CST) >= step->value;
 }
 
@@ -475,7 +474,7 @@ out:
 
 const volatile uint32_t *devemu_sem_sleepers(struct devemu *emu)
 {
-	return &emu->bell.sleepers;
+	return &emu->wait_armed;
 }
 
 void devemu_set_trigger_notify(struct devemu *emu, void (*fn)(void *), void *arg)
