@@ -169,6 +169,20 @@ static void sweep_dead_rank(pid_t pid)
 	nproxy_net_shm_sweep(&so, NULL);
 }
 
+/*
+ * Which failed process to blame.  A rank that exits RUN_EXIT_DEAD only saw a
+ * peer go away; the peer that went away (by a signal, or by exiting on its
+ * own error such as a timeout) is the cause, even when it was reaped second.
+ */
+static int culprit_weight(int st)
+{
+	if (WIFSIGNALED(st))
+		return 3;
+	if (WIFEXITED(st) && WEXITSTATUS(st) == RUN_EXIT_DEAD)
+		return 1;
+	return 2;
+}
+
 static int run_forked(const struct run_opts *o)
 {
 	uint32_t P = o->procs;
@@ -256,7 +270,8 @@ static int run_forked(const struct run_opts *o)
 			alive--;
 			if ((WIFEXITED(st) && WEXITSTATUS(st) == 0))
 				continue;
-			if (first_bad < 0 || (WIFSIGNALED(st) && !WIFSIGNALED(kids[first_bad].status)))
+			if (first_bad < 0 ||
+			    culprit_weight(st) > culprit_weight(kids[first_bad].status))
 				first_bad = (int)p;
 			if (!grace_until)
 				grace_until = now + 3;	/* peers notice and exit on their own */
