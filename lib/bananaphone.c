@@ -117,7 +117,16 @@ static struct bp *bp_alloc(const char *job_id, uint32_t rank, uint32_t n_ranks)
 	 * so spin by default only when this process is pinned to one cpu and
 	 * every rank can have a cpu.  NPROXY_BP_SPIN_US overrides.
 	 */
-	bp->yields = getenv("NPROXY_BP_YIELDS") ? atoi(getenv("NPROXY_BP_YIELDS")) : BP_YIELDS;
+	/*
+	 * Yield before sleeping only when the ranks outnumber the cpus: the
+	 * peer is then often runnable on this cpu.  Otherwise a yield hands
+	 * the cpu to whatever else runs here (another job, a build) for its
+	 * whole time slice: milliseconds per barrier.
+	 */
+	if (getenv("NPROXY_BP_YIELDS"))
+		bp->yields = atoi(getenv("NPROXY_BP_YIELDS"));
+	else
+		bp->yields = cpus > 0 && n_ranks > (uint32_t)cpus ? BP_YIELDS : 0;
 	if (spin_us)
 		bp->spin_ns = strtoull(spin_us, NULL, 10) * 1000;
 	else if (cpus > 0 && n_ranks <= (uint32_t)cpus &&

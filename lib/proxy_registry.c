@@ -152,7 +152,7 @@ static enum nproxy_status check_opts(const struct nproxy_comm_opts *in,
 				return NPROXY_INVALID;	/* a newer caller's option we lack */
 	}
 	if (opts->reserved || (opts->flags & ~NPROXY_COMM_F_ALL) || !opts->n_ranks ||
-	    opts->rank >= opts->n_ranks || (unsigned int)opts->idle_policy > NPROXY_IDLE_ADAPTIVE)
+	    opts->rank >= opts->n_ranks || (unsigned int)opts->idle_policy > NPROXY_IDLE_ADAPTIVE_YIELD)
 		return NPROXY_INVALID;
 	if (!(opts->flags & NPROXY_COMM_F_SKIP_NET) &&
 	    (!opts->seam.ops || !opts->seam.ops->start || !opts->seam.ops->progress ||

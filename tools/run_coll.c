@@ -222,6 +222,24 @@ static enum nproxy_status wait_task(struct rank_ctx *rc, enum nproxy_task_type t
 	}
 }
 
+/*
+ * --one-thread-per-core: the reference runtime's busy spin.  Otherwise the
+ * library's default, except that when this host's ranks outnumber its cpus
+ * the spin window yields (the peer a worker waits for is then often
+ * runnable on its cpu).  NPROXY_IDLE_POLICY, when set, decides.
+ */
+static enum nproxy_idle_policy idle_policy(const struct rank_ctx *rc)
+{
+	uint32_t host_ranks = (rc->place->local_procs ?: 1) * rc->o->ranks_per_proc;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (rc->o->one_thread_per_core)
+		return NPROXY_IDLE_SPIN;
+	if (getenv("NPROXY_IDLE_POLICY") || cpus <= 0 || host_ranks <= (uint32_t)cpus)
+		return NPROXY_IDLE_DEFAULT;
+	return NPROXY_IDLE_ADAPTIVE_YIELD;
+}
+
 static void *setup_rank(void *arg)
 {
 	struct rank_ctx *rc = arg;
@@ -299,7 +317,7 @@ static void *setup_rank(void *arg)
 	copts.device_index = rc->local_idx;
 	copts.ranks_per_proxy = o->ranks_per_proxy;
 	copts.flags = NPROXY_COMM_F_DEVICE_WAIT;
-	copts.idle_policy = o->one_thread_per_core ? NPROXY_IDLE_SPIN : NPROXY_IDLE_DEFAULT;
+	copts.idle_policy = idle_policy(rc);
 	copts.hs = rc->hs;
 	nproxy_net_seam(rc->net, &copts.seam);
 	nproxy_net_host_barrier(rc->net, &copts.barrier);

@@ -66,8 +66,8 @@ enum nproxy_task_run_state {
  * by the comm that creates it.
  */
 enum nproxy_idle_policy {
-	/* NPROXY_IDLE_POLICY=spin|yield|adaptive, else SPIN if
-	 * NPROXY_ONE_THREAD_PER_CORE=1 (the reference runtime's rule),
+	/* NPROXY_IDLE_POLICY=spin|yield|adaptive|adaptive-yield, else SPIN
+	 * if NPROXY_ONE_THREAD_PER_CORE=1 (the reference runtime's rule),
 	 * ADAPTIVE otherwise. */
 	NPROXY_IDLE_DEFAULT	= 0,
 	NPROXY_IDLE_SPIN	= 1,	/* re-tick at once (dedicated core) */
@@ -77,9 +77,18 @@ enum nproxy_idle_policy {
 	 * 50 us), then park until something that ends the idleness is
 	 * signalled (enqueue, stop, a memfd device's trigger store).  Waits
 	 * nothing signals (network completions, nproxy.ko's trigger words)
-	 * are polled with parks doubling from 16 us to 1 ms.
+	 * are polled with parks doubling from 16 us to 1 ms.  The spin
+	 * window keeps the cpu (a pause between ticks): a sched_yield() there
+	 * would hand it to any other runnable process for a whole time slice.
 	 */
 	NPROXY_IDLE_ADAPTIVE	= 3,
+	/*
+	 * ADAPTIVE whose spin window yields between ticks: for hosts where
+	 * the job's own threads outnumber the cpus (the peer a worker waits
+	 * for is often runnable on its cpu).  With other busy processes on
+	 * the host it loses a time slice per yield: prefer ADAPTIVE there.
+	 */
+	NPROXY_IDLE_ADAPTIVE_YIELD = 4,
 };
 
 /* Comm flags (struct nproxy_comm_opts.flags). */

@@ -379,6 +379,10 @@ TEST(default_idle_policy_follows_the_environment)
 	EXPECT_ST(NPROXY_IDLE_ADAPTIVE, policy_of_new_group());
 	setenv("NPROXY_IDLE_POLICY", "yield", 1);
 	EXPECT_ST(NPROXY_IDLE_YIELD, policy_of_new_group());
+	setenv("NPROXY_IDLE_POLICY", "adaptive-yield", 1);
+	EXPECT_ST(NPROXY_IDLE_ADAPTIVE_YIELD, policy_of_new_group());
+	unsetenv("NPROXY_IDLE_POLICY");
+	unsetenv("NPROXY_ONE_THREAD_PER_CORE");
 }
 
 TEST(adaptive_policy_sleeps_between_idle_ticks)

@@ -199,6 +199,9 @@ TEST(invalid_comm_options_are_rejected)
 	o = plain_opts(0, 1);
 	o.reserved = 1;
 	EXPECT_ST(NPROXY_INVALID, nproxy_comm_init(&o, &c));
+	o = plain_opts(0, 1);
+	o.idle_policy = (enum nproxy_idle_policy)(NPROXY_IDLE_ADAPTIVE_YIELD + 1);
+	EXPECT_ST(NPROXY_INVALID, nproxy_comm_init(&o, &c));
 	capture_stop();
 	EXPECT_EQ(0u, nproxy_proxy_group_count());
 }

@@ -38,7 +38,7 @@ static void one_comm(int th, int it, bool hold_at_midway)
 	}
 	/* Devices 0..3 with 2 ranks per proxy: groups 0 and 1. */
 	o = comm_opts(0, 1, (uint32_t)(th + it) % 4, 2, 0, r.lb);
-	o.idle_policy = (enum nproxy_idle_policy)(1 + (th + it) % 3);
+	o.idle_policy = (enum nproxy_idle_policy)(1 + (th + it) % 4);
 	if (nproxy_comm_init(&o, &c)) {
 		fail();
 		goto out_lb;
