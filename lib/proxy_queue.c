@@ -222,15 +222,21 @@ static void idle_wait(struct proxy_queue *q, struct idle_state *is, uint32_t see
 		is->park_ns = ADAPTIVE_PARK_MIN_NS;
 	}
 	/*
-	 * The spin window.  ADAPTIVE keeps the cpu: a thread woken on it (the
-	 * worker's own consumer) preempts the spin, and a sched_yield() would
-	 * hand the cpu to any other runnable process for its whole slice
-	 * (with one cpu hog on a 2-cpu host, a 2-rank 64 KiB allgather went
-	 * from ~40 us to ~2 ms per op).  ADAPTIVE_YIELD yields: when the
+	 * The spin window.  ADAPTIVE keeps the cpu: a sched_yield() would
+	 * hand it to any other runnable process for its whole slice (with one
+	 * cpu hog on a 2-cpu host, a 2-rank 64 KiB allgather went from ~40 us
+	 * to ~2 ms per op).  So it spins only while something must be polled
+	 * (the network: a peer on another cpu answers within the window);
+	 * what a signal ends is waited for parked at once, because whoever
+	 * signals (the emulated device ending a DELAY, the producer) may be
+	 * runnable on this very cpu and would wait out the whole window
+	 * (2 ranks, 1 KiB, device delay 10 us: 65-69 us per op with the
+	 * window, 25-34 us without).  ADAPTIVE_YIELD yields instead: when the
 	 * job's own ranks outnumber the cpus, the peer we wait for is often
 	 * runnable right here (4 ranks on 2 cpus: ~200 us instead of ~1 ms).
 	 */
-	if (now - is->since_ns < q->spin_ns) {
+	if (now - is->since_ns < q->spin_ns &&
+	    (polled || q->idle_policy == NPROXY_IDLE_ADAPTIVE_YIELD)) {
 		if (q->idle_policy == NPROXY_IDLE_ADAPTIVE_YIELD) {
 			sched_yield();
 		} else {
