@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -207,6 +208,17 @@ static bool snapshot_region(int fd, enum ctl_proxy_backend be, struct ctl_proxy 
 		off[2] = NPROXY_OFF_INFO;
 		off[3] = NPROXY_OFF_PROXY;
 	} else {
+		struct stat sb;
+
+		/*
+		 * Touching a page past the end of a memfd is SIGBUS: a region
+		 * still being set up (not yet sized) or an older library's
+		 * three-page memfd is not ours to read.  Sealed once sized, it
+		 * never shrinks after this check.
+		 */
+		if (fstat(fd, &sb) || sb.st_size < (off_t)(4 * psz) ||
+		    !(fcntl(fd, F_GET_SEALS) & F_SEAL_SHRINK))
+			return false;
 		for (int i = 0; i < 4; i++)
 			off[i] = (off_t)(i * psz);
 	}

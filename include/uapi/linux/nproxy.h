@@ -53,7 +53,7 @@
 /* mmap layout of a region fd                                              */
 /* ---------------------------------------------------------------------- */
 /*
- * A region is three areas, each exactly one page (the system page size)
+ * A region is four areas, each exactly one page (the system page size)
  * and each mapped separately at its own offset, like IORING_OFF_*:
  *
  *   NPROXY_OFF_TRIGGERS  __u32 trigger[NPROXY_MAX_STREAMS]   read/write
