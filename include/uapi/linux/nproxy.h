@@ -122,12 +122,11 @@ struct nproxy_region_info {
 	__u32 sem_sleepers;
 	/*
 	 * Index of the step the device is executing (or blocked in) while
-	 * prog_state is RUNNING; the step that ended the program otherwise.
+	 * prog_state is RUNNING; afterwards the last step it started.
 	 */
 	__u32 prog_step;
 	__u64 reserved[1];
 };
-
 
 /* ---------------------------------------------------------------------- */
 /* Device programs                                                         */
