@@ -124,7 +124,7 @@ struct nproxy_proxy_task *proxy_state_task_claim(struct nproxy_comm *comm,
 	struct nproxy_proxy_state *ps = comm->pub;
 	struct nproxy_proxy_task *slot;
 	uint32_t i, mask = 0, s;
-	uint64_t n;
+	uint64_t n, now;
 
 	if (!ps)
 		return NULL;
@@ -136,20 +136,24 @@ struct nproxy_proxy_task *proxy_state_task_claim(struct nproxy_comm *comm,
 		if (stream >= 0)
 			mask |= 1u << stream;
 	}
+	now = proxy_state_now_ns();
+	/* Relaxed atomics (plain stores on x86): a wrapped slot may still be
+	 * written by the worker for an older task, and readers race anyway. */
 	s = proxy_state_write_begin(&slot->seq);
-	slot->type = (uint16_t)task->ops->type;
-	slot->run_state = NPROXY_TASK_STATE_INIT;
-	slot->ctx = task->status->enc_ctx;
-	slot->exec_id = task->exec_id;
-	slot->enqueue_ns = proxy_state_now_ns();
-	slot->state_ns = slot->enqueue_ns;
-	slot->progress_ns = slot->enqueue_ns;
-	slot->trigger_mask = mask;
-	slot->bb = 0;
-	slot->n_sems = 0;
-	slot->status = 0;
+	__atomic_store_n(&slot->type, (uint16_t)task->ops->type, __ATOMIC_RELAXED);
+	__atomic_store_n(&slot->run_state, (uint16_t)NPROXY_TASK_STATE_INIT, __ATOMIC_RELAXED);
+	__atomic_store_n(&slot->ctx, task->status->enc_ctx, __ATOMIC_RELAXED);
+	__atomic_store_n(&slot->exec_id, task->exec_id, __ATOMIC_RELAXED);
+	__atomic_store_n(&slot->enqueue_ns, now, __ATOMIC_RELAXED);
+	__atomic_store_n(&slot->state_ns, now, __ATOMIC_RELAXED);
+	__atomic_store_n(&slot->progress_ns, now, __ATOMIC_RELAXED);
+	__atomic_store_n(&slot->trigger_mask, mask, __ATOMIC_RELAXED);
+	__atomic_store_n(&slot->bb, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&slot->n_sems, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&slot->status, 0, __ATOMIC_RELAXED);
 	proxy_state_write_end(&slot->seq, s);
 	if (task->ops->type == NPROXY_TASK_NETWORK)
-		__atomic_store_n(&ps->ops_enqueued, ps->ops_enqueued + 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&ps->ops_enqueued,
+				 __atomic_load_n(&ps->ops_enqueued, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
 	return slot;
 }

@@ -88,14 +88,15 @@ static inline void proxy_state_task_state(struct nproxy_proxy_task *slot, uint32
 	uint32_t s;
 	uint64_t now;
 
-	if (!slot || slot->run_state == run_state)
+	/* Relaxed atomics: plain stores on x86, and race-free for TSan. */
+	if (!slot || __atomic_load_n(&slot->run_state, __ATOMIC_RELAXED) == run_state)
 		return;
 	now = proxy_state_now_ns();
 	s = proxy_state_write_begin(&slot->seq);
-	slot->run_state = (uint16_t)run_state;
-	slot->status = status;
-	slot->state_ns = now;
-	slot->progress_ns = now;
+	__atomic_store_n(&slot->run_state, (uint16_t)run_state, __ATOMIC_RELAXED);
+	__atomic_store_n(&slot->status, status, __ATOMIC_RELAXED);
+	__atomic_store_n(&slot->state_ns, now, __ATOMIC_RELAXED);
+	__atomic_store_n(&slot->progress_ns, now, __ATOMIC_RELAXED);
 	proxy_state_write_end(&slot->seq, s);
 }
 
@@ -107,8 +108,8 @@ static inline void proxy_state_task_bb(struct nproxy_proxy_task *slot, uint32_t 
 	if (!slot)
 		return;
 	s = proxy_state_write_begin(&slot->seq);
-	slot->bb = bb;
-	slot->progress_ns = proxy_state_now_ns();
+	__atomic_store_n(&slot->bb, bb, __ATOMIC_RELAXED);
+	__atomic_store_n(&slot->progress_ns, proxy_state_now_ns(), __ATOMIC_RELAXED);
 	proxy_state_write_end(&slot->seq, s);
 }
 

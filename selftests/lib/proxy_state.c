@@ -12,14 +12,17 @@
 #include "proxy_test_util.h"
 #include "handshake_internal.h"
 
+/* The worker and the device write these while we read: atomic loads (TSan). */
+#define LOAD(field) __atomic_load_n(&(field), __ATOMIC_ACQUIRE)
+
 /* The newest slot of type NETWORK, or NULL. */
 static const volatile struct nproxy_proxy_task *net_slot(const volatile struct nproxy_proxy_state *ps)
 {
 	const volatile struct nproxy_proxy_task *best = NULL;
 
 	for (int i = 0; i < NPROXY_PROXY_STATE_TASKS; i++)
-		if (ps->tasks[i].type == NPROXY_TASK_NETWORK &&
-		    (!best || ps->tasks[i].exec_id > best->exec_id))
+		if (LOAD(ps->tasks[i].type) == NPROXY_TASK_NETWORK &&
+		    (!best || LOAD(ps->tasks[i].exec_id) > LOAD(best->exec_id)))
 			best = &ps->tasks[i];
 	return best;
 }
@@ -45,22 +48,22 @@ TEST(published_state_follows_the_task)
 	TH_LOG("handshake backend: %s", nproxy_hs_backend_name(nproxy_hs_backend_of(hs)));
 	ps = hs->proxy_state;
 	ASSERT_NE(NULL, ps);
-	EXPECT_EQ(0u, ps->magic);	/* no comm yet */
+	EXPECT_EQ(0u, LOAD(ps->magic));	/* no comm yet */
 	ASSERT_ST(NPROXY_SUCCESS, nproxy_loopback_fabric_create(1, &f));
 	ASSERT_EQ(0, lb_rank_setup(&r, f, 0, 0, 48));
 	o = comm_opts(0, 1, 0, 1, NPROXY_COMM_F_DEVICE_WAIT, r.lb);
 	o.hs = hs;
 	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
-	EXPECT_EQ(NPROXY_PROXY_STATE_MAGIC, ps->magic);
-	EXPECT_EQ((uint32_t)NPROXY_PROXY_STATE_VERSION, ps->version);
-	EXPECT_EQ((uint32_t)sizeof(struct nproxy_proxy_state), ps->size);
-	EXPECT_EQ((uint32_t)getpid(), ps->pid);
-	EXPECT_EQ((uint32_t)getppid(), ps->ppid);
-	EXPECT_EQ(0u, ps->rank);
-	EXPECT_EQ(1u, ps->n_ranks);
-	EXPECT_EQ(NPROXY_PROXY_STATE_F_DEVICE_WAIT, ps->flags);
-	EXPECT_TRUE(WAIT_UNTIL(ps->worker_tid == nproxy_comm_worker_tid(c) && ps->worker_tid > 0,
-			       10000));
+	EXPECT_EQ(NPROXY_PROXY_STATE_MAGIC, LOAD(ps->magic));
+	EXPECT_EQ((uint32_t)NPROXY_PROXY_STATE_VERSION, LOAD(ps->version));
+	EXPECT_EQ((uint32_t)sizeof(struct nproxy_proxy_state), LOAD(ps->size));
+	EXPECT_EQ((uint32_t)getpid(), LOAD(ps->pid));
+	EXPECT_EQ((uint32_t)getppid(), LOAD(ps->ppid));
+	EXPECT_EQ(0u, LOAD(ps->rank));
+	EXPECT_EQ(1u, LOAD(ps->n_ranks));
+	EXPECT_EQ(NPROXY_PROXY_STATE_F_DEVICE_WAIT, LOAD(ps->flags));
+	EXPECT_TRUE(WAIT_UNTIL(LOAD(ps->worker_tid) == nproxy_comm_worker_tid(c) &&
+			       LOAD(ps->worker_tid) > 0, 10000));
 
 	/* The device waits on sem 3 before it triggers: the task must wait too. */
 	memset(prog, 0, sizeof(prog));
@@ -71,11 +74,11 @@ TEST(published_state_follows_the_task)
 	prog[2] = (struct nproxy_prog_step){ .op = NPROXY_STEP_WAIT_SEM, .index = 2, .value = 1,
 					     .timeout_ns = 20000000000ull };
 	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(hs, prog, 3, NULL));
-	EXPECT_EQ(3u, ps->prog_n_steps);
-	EXPECT_EQ(1u, ps->prog_seq);
-	EXPECT_EQ((uint16_t)NPROXY_STEP_WAIT_SEM, ps->prog[0].op);
-	EXPECT_EQ(3u, ps->prog[0].index);
-	EXPECT_EQ(0u, ps->prog_seqlock & 1);
+	EXPECT_EQ(3u, LOAD(ps->prog_n_steps));
+	EXPECT_EQ(1u, LOAD(ps->prog_seq));
+	EXPECT_EQ((uint16_t)NPROXY_STEP_WAIT_SEM, LOAD(ps->prog[0].op));
+	EXPECT_EQ(3u, LOAD(ps->prog[0].index));
+	EXPECT_EQ(0u, LOAD(ps->prog_seqlock) & 1);
 
 	op = lb_rank_op(&r);
 	op.trigger_words[0] = NULL;	/* from the comm's region */
@@ -83,18 +86,18 @@ TEST(published_state_follows_the_task)
 	op.dev.n_sems = 0;
 	r.ops[1].post_sem = 2;
 	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 7, &ctx));
-	EXPECT_EQ(1u, ps->ops_enqueued);
-	EXPECT_EQ(2u, ps->next_slot);	/* network + barrier */
+	EXPECT_EQ(1u, LOAD(ps->ops_enqueued));
+	EXPECT_EQ(2u, LOAD(ps->next_slot));	/* network + barrier */
 	slot = net_slot(ps);
 	ASSERT_NE(NULL, slot);
-	EXPECT_EQ(7u, slot->exec_id);
-	EXPECT_EQ(ctx, slot->ctx);
-	EXPECT_EQ(1u, slot->trigger_mask);
-	EXPECT_TRUE(WAIT_UNTIL(slot->run_state == NPROXY_TASK_STATE_WAITING_DEVICE_TRIGGER, 10000));
-	EXPECT_EQ(0u, slot->seq & 1);
-	EXPECT_GE(slot->state_ns, slot->enqueue_ns);
-	EXPECT_EQ((uint32_t)NPROXY_PROG_RUNNING, hs->info->prog_state);
-	EXPECT_EQ(0u, hs->info->prog_step);	/* blocked in the WAIT_SEM */
+	EXPECT_EQ(7u, LOAD(slot->exec_id));
+	EXPECT_EQ(ctx, LOAD(slot->ctx));
+	EXPECT_EQ(1u, LOAD(slot->trigger_mask));
+	EXPECT_TRUE(WAIT_UNTIL(LOAD(slot->run_state) == NPROXY_TASK_STATE_WAITING_DEVICE_TRIGGER, 10000));
+	EXPECT_EQ(0u, LOAD(slot->seq) & 1);
+	EXPECT_GE(LOAD(slot->state_ns), LOAD(slot->enqueue_ns));
+	EXPECT_EQ((uint32_t)NPROXY_PROG_RUNNING, LOAD(hs->info->prog_state));
+	EXPECT_EQ(0u, LOAD(hs->info->prog_step));	/* blocked in the WAIT_SEM */
 	EXPECT_EQ(NPROXY_TRIGGER_SENTINEL, nproxy_trigger_load(nproxy_hs_trigger(hs, 0)));
 
 	nproxy_sem_add(nproxy_hs_sem(hs, 3), 1);
@@ -103,14 +106,14 @@ TEST(published_state_follows_the_task)
 	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c, ctx, NPROXY_TASK_BARRIER, 20000));
 	EXPECT_ST(NPROXY_SUCCESS, nproxy_hs_wait(hs, 20000, &res));
 	EXPECT_EQ((unsigned int)NPROXY_PROG_DONE, res.state);
-	EXPECT_EQ((uint16_t)NPROXY_TASK_STATE_DONE, slot->run_state);
-	EXPECT_EQ(0, slot->status);
-	EXPECT_EQ(2u, hs->info->prog_step);	/* the last step it ran */
+	EXPECT_EQ((uint16_t)NPROXY_TASK_STATE_DONE, LOAD(slot->run_state));
+	EXPECT_EQ(0, LOAD(slot->status));
+	EXPECT_EQ(2u, LOAD(hs->info->prog_step));	/* the last step it ran */
 	/* Nothing left: the worker goes to sleep, and says so. */
-	EXPECT_TRUE(WAIT_UNTIL(ps->worker_state == NPROXY_WORKER_SLEEPING, 10000));
+	EXPECT_TRUE(WAIT_UNTIL(LOAD(ps->worker_state) == NPROXY_WORKER_SLEEPING, 10000));
 
 	nproxy_comm_free(c);
-	EXPECT_EQ((uint32_t)NPROXY_WORKER_STOPPED, ps->worker_state);
+	EXPECT_EQ((uint32_t)NPROXY_WORKER_STOPPED, LOAD(ps->worker_state));
 	nproxy_hs_close(hs);
 	nproxy_loopback_destroy(r.lb);
 	nproxy_loopback_fabric_destroy(f);
