@@ -32,18 +32,19 @@ static void claim(struct nproxy_proxy_state *ps, uint64_t i)
 	uint64_t n = __atomic_fetch_add(&ps->next_slot, 1, __ATOMIC_RELAXED);
 	struct nproxy_proxy_task *slot = &ps->tasks[n % NPROXY_PROXY_STATE_TASKS];
 	uint32_t s = proxy_state_write_begin(&slot->seq);
+	uint64_t now = proxy_state_now_ns();
 
-	slot->type = 1;
-	slot->run_state = 0;
-	slot->ctx = i;
-	slot->exec_id = i;
-	slot->enqueue_ns = proxy_state_now_ns();
-	slot->state_ns = slot->enqueue_ns;
-	slot->progress_ns = slot->enqueue_ns;
-	slot->trigger_mask = 1;
-	slot->bb = 0;
-	slot->n_sems = 0;
-	slot->status = 0;
+	PROXY_STATE_STORE(slot->type, 1);
+	PROXY_STATE_STORE(slot->run_state, 0);
+	PROXY_STATE_STORE(slot->ctx, i);
+	PROXY_STATE_STORE(slot->exec_id, i);
+	PROXY_STATE_STORE(slot->enqueue_ns, now);
+	PROXY_STATE_STORE(slot->state_ns, now);
+	PROXY_STATE_STORE(slot->progress_ns, now);
+	PROXY_STATE_STORE(slot->trigger_mask, 1);
+	PROXY_STATE_STORE(slot->bb, 0);
+	PROXY_STATE_STORE(slot->n_sems, 0);
+	PROXY_STATE_STORE(slot->status, 0);
 	proxy_state_write_end(&slot->seq, s);
 	__atomic_store_n(&ps->ops_enqueued, ps->ops_enqueued + 1, __ATOMIC_RELAXED);
 }

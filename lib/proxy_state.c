@@ -22,14 +22,20 @@ void proxy_state_prog(struct nproxy_proxy_state *ps, const struct nproxy_prog_st
 {
 	uint32_t kept = n_steps < NPROXY_PROXY_STATE_PROG_STEPS ? n_steps
 								 : NPROXY_PROXY_STATE_PROG_STEPS;
-	uint32_t s;
+	uint32_t i, s;
 
 	if (!ps)
 		return;
 	s = proxy_state_write_begin(&ps->prog_seqlock);
-	memcpy(ps->prog, steps, sizeof(*steps) * kept);
-	ps->prog_n_steps = n_steps;
-	ps->prog_seq++;
+	for (i = 0; i < kept; i++) {
+		PROXY_STATE_STORE(ps->prog[i].op, steps[i].op);
+		PROXY_STATE_STORE(ps->prog[i].flags, steps[i].flags);
+		PROXY_STATE_STORE(ps->prog[i].index, steps[i].index);
+		PROXY_STATE_STORE(ps->prog[i].value, steps[i].value);
+		PROXY_STATE_STORE(ps->prog[i].timeout_ns, steps[i].timeout_ns);
+	}
+	PROXY_STATE_STORE(ps->prog_n_steps, n_steps);
+	PROXY_STATE_STORE(ps->prog_seq, ps->prog_seq + 1);
 	proxy_state_write_end(&ps->prog_seqlock, s);
 }
 
@@ -56,9 +62,9 @@ void proxy_state_attach(struct nproxy_comm *comm)
 
 	if (!ps)
 		return;
-	/* A region reused by a second comm starts over. */
-	__atomic_store_n(&ps->magic, 0, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
+	/* A region reused by a second comm starts over (seq_cst: a full
+	 * barrier before the rewrite, on the slow path). */
+	__atomic_store_n(&ps->magic, 0, __ATOMIC_SEQ_CST);
 	memset(ps->tasks, 0, sizeof(ps->tasks));
 	ps->version = NPROXY_PROXY_STATE_VERSION;
 	ps->size = sizeof(*ps);
@@ -137,20 +143,18 @@ struct nproxy_proxy_task *proxy_state_task_claim(struct nproxy_comm *comm,
 			mask |= 1u << stream;
 	}
 	now = proxy_state_now_ns();
-	/* Relaxed atomics (plain stores on x86): a wrapped slot may still be
-	 * written by the worker for an older task, and readers race anyway. */
 	s = proxy_state_write_begin(&slot->seq);
-	__atomic_store_n(&slot->type, (uint16_t)task->ops->type, __ATOMIC_RELAXED);
-	__atomic_store_n(&slot->run_state, (uint16_t)NPROXY_TASK_STATE_INIT, __ATOMIC_RELAXED);
-	__atomic_store_n(&slot->ctx, task->status->enc_ctx, __ATOMIC_RELAXED);
-	__atomic_store_n(&slot->exec_id, task->exec_id, __ATOMIC_RELAXED);
-	__atomic_store_n(&slot->enqueue_ns, now, __ATOMIC_RELAXED);
-	__atomic_store_n(&slot->state_ns, now, __ATOMIC_RELAXED);
-	__atomic_store_n(&slot->progress_ns, now, __ATOMIC_RELAXED);
-	__atomic_store_n(&slot->trigger_mask, mask, __ATOMIC_RELAXED);
-	__atomic_store_n(&slot->bb, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&slot->n_sems, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&slot->status, 0, __ATOMIC_RELAXED);
+	PROXY_STATE_STORE(slot->type, (uint16_t)task->ops->type);
+	PROXY_STATE_STORE(slot->run_state, (uint16_t)NPROXY_TASK_STATE_INIT);
+	PROXY_STATE_STORE(slot->ctx, task->status->enc_ctx);
+	PROXY_STATE_STORE(slot->exec_id, task->exec_id);
+	PROXY_STATE_STORE(slot->enqueue_ns, now);
+	PROXY_STATE_STORE(slot->state_ns, now);
+	PROXY_STATE_STORE(slot->progress_ns, now);
+	PROXY_STATE_STORE(slot->trigger_mask, mask);
+	PROXY_STATE_STORE(slot->bb, 0);
+	PROXY_STATE_STORE(slot->n_sems, 0);
+	PROXY_STATE_STORE(slot->status, 0);
 	proxy_state_write_end(&slot->seq, s);
 	if (task->ops->type == NPROXY_TASK_NETWORK)
 		__atomic_store_n(&ps->ops_enqueued,

@@ -139,7 +139,11 @@ static bool seq_copy(void *dst, const volatile void *src, size_t len, const vola
 		if (s1 & 1)
 			continue;
 		memcpy(dst, (const void *)src, len);
+#ifdef __SANITIZE_THREAD__
+		__atomic_signal_fence(__ATOMIC_ACQUIRE);	/* TSan has no thread fence */
+#else
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+#endif
 		s2 = __atomic_load_n(seq, __ATOMIC_RELAXED);
 		if (s1 == s2)
 			return true;
