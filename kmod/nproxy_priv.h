@@ -53,6 +53,8 @@ struct nproxy_region {
 	struct page *trigger_page;
 	struct page *sem_page;
 	struct page *info_page;
+	/* Written only by the owner's library (struct nproxy_proxy_state). */
+	struct page *proxy_page;
 	u32 *triggers;
 	u64 *sems;
 	struct nproxy_region_info *info;

@@ -200,6 +200,8 @@ static void nproxy_prog_work(struct work_struct *work)
 			err = -ECANCELED;
 			break;
 		}
+		/* For tools: the step the device is in (hang evidence). */
+		WRITE_ONCE(r->info->prog_step, i);
 		err = nproxy_step_run(r, &prog->steps[i]);
 		if (err)
 			break;
@@ -280,6 +282,7 @@ long nproxy_prog_submit(struct nproxy_region *r, struct nproxy_prog_submit *req)
 	r->prog_state = NPROXY_PROG_RUNNING;
 	WRITE_ONCE(r->cancel, false);
 	WRITE_ONCE(r->info->prog_seq, prog->seq);
+	WRITE_ONCE(r->info->prog_step, 0);
 	/* prog_seq first: a reader that sees RUNNING sees the new seq. */
 	smp_store_release(&r->info->prog_state, NPROXY_PROG_RUNNING);
 	req->seq = prog->seq;

@@ -83,6 +83,8 @@ static void nproxy_region_free_pages(struct nproxy_region *r)
 		__free_page(r->sem_page);
 	if (r->info_page)
 		__free_page(r->info_page);
+	if (r->proxy_page)
+		__free_page(r->proxy_page);
 }
 
 static int nproxy_region_alloc_pages(struct nproxy_region *r)
@@ -92,7 +94,8 @@ static int nproxy_region_alloc_pages(struct nproxy_region *r)
 	r->trigger_page = alloc_page(GFP_KERNEL | __GFP_ZERO);
 	r->sem_page = alloc_page(GFP_KERNEL | __GFP_ZERO);
 	r->info_page = alloc_page(GFP_KERNEL | __GFP_ZERO);
-	if (!r->trigger_page || !r->sem_page || !r->info_page)
+	r->proxy_page = alloc_page(GFP_KERNEL | __GFP_ZERO);
+	if (!r->trigger_page || !r->sem_page || !r->info_page || !r->proxy_page)
 		return -ENOMEM;
 	r->triggers = page_address(r->trigger_page);
 	r->sems = page_address(r->sem_page);
@@ -246,6 +249,9 @@ static int nproxy_region_mmap(struct file *file, struct vm_area_struct *vma)
 			return -EPERM;
 		vma->vm_flags &= ~VM_MAYWRITE;
 		page = r->info_page;
+		break;
+	case NPROXY_OFF_PROXY >> PAGE_SHIFT:
+		page = r->proxy_page;
 		break;
 	default:
 		return -EINVAL;

@@ -189,6 +189,8 @@ static uint64_t advance(struct devemu *emu)
 				     NPROXY_MAX_WAIT_NS : step->timeout_ns;
 
 			emu->step_begun = true;
+			/* For tools: the step the device is in (hang evidence). */
+			__atomic_store_n(&emu->pages.info->prog_step, emu->pc, __ATOMIC_RELAXED);
 			emu->step_deadline_ns = deadline_after(hs_now_ns(), t);
 		}
 		switch (step->op) {
@@ -414,6 +416,7 @@ enum nproxy_status devemu_submit(struct devemu *emu, const struct nproxy_prog_st
 	emu->pc = 0;
 	emu->step_begun = false;
 	__atomic_store_n(&emu->pages.info->prog_seq, emu->result.seq, __ATOMIC_RELAXED);
+	__atomic_store_n(&emu->pages.info->prog_step, 0, __ATOMIC_RELAXED);
 	info_publish_state(emu, NPROXY_PROG_RUNNING);
 	if (seq)
 		*seq = emu->result.seq;

@@ -13,6 +13,7 @@
 #include <nproxy/log.h>
 #include <nproxy/seam.h>
 #include "handshake_internal.h"
+#include "proxy_state.h"
 
 
 #define HS_ENV		"NPROXY_HANDSHAKE"
@@ -374,6 +375,7 @@ enum nproxy_status nproxy_hs_submit(struct nproxy_hs *hs, const struct nproxy_pr
 	st = validate_program(hs, steps, n_steps);
 	if (st != NPROXY_SUCCESS)
 		return st;
+	proxy_state_prog(hs->proxy_state, steps, n_steps);
 	st = hs->ops->submit(hs, steps, n_steps, seq);
 	if (st == NPROXY_BUSY)
 		nproxy_log(NPROXY_LOG_DEBUG,

@@ -51,6 +51,9 @@ struct nproxy_hs {
 	volatile uint32_t *triggers;	/* page at NPROXY_OFF_TRIGGERS */
 	volatile uint64_t *sems;	/* page at NPROXY_OFF_SEMS */
 	const volatile struct nproxy_region_info *info;	/* read-only mapping */
+	/* NPROXY_OFF_PROXY / memfd page 3: what the proxy publishes (proxy_state.c);
+	 * NULL with a module that has no such page. */
+	struct nproxy_proxy_state *proxy_state;
 	/* memfd backend only */
 	struct nproxy_region_info *info_rw;	/* the emulator's writable view */
 	struct devemu *emu;

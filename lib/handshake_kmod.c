@@ -38,6 +38,9 @@ static void kmod_release(struct nproxy_hs *hs)
 		munmap((void *)hs->sems, hs->page_size);
 	if (hs->info)
 		munmap((void *)hs->info, hs->page_size);
+	if (hs->proxy_state)
+		munmap(hs->proxy_state, hs->page_size);
+	hs->proxy_state = NULL;
 	hs->triggers = NULL;
 	hs->sems = NULL;
 	hs->info = NULL;
@@ -218,6 +221,9 @@ enum nproxy_status hs_kmod_open(struct nproxy_hs *hs, char *why, size_t why_len)
 		kmod_release(hs);
 		return NPROXY_UNSUPPORTED;
 	}
+	/* Optional: a module without the page only means nothing is published. */
+	if (sizeof(struct nproxy_proxy_state) <= hs->page_size)
+		hs->proxy_state = map_region(hs, NPROXY_OFF_PROXY, PROT_READ | PROT_WRITE);
 	hs->bell = (struct nproxy_sem_bell){ .sleepers = &hs->info->sem_sleepers, .device = hs };
 	return NPROXY_SUCCESS;
 }

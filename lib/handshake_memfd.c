@@ -3,7 +3,8 @@
  * memfd handshake backend: the module's three pages, byte for byte, in a
  * sealed memfd, with the emulated device (devemu.c) playing nproxy.ko.
  *
- * File layout: page 0 triggers, page 1 semaphores, page 2 info.  The memfd
+ * File layout: page 0 triggers, page 1 semaphores, page 2 info, page 3 the
+ * proxy state the library publishes for tools (NPROXY_OFF_PROXY).  The memfd
  * is sized once and sealed (no shrink, no grow, no more seals), so a page
  * can never vanish under a mapping.  Users get the info page read-only,
  * like the module's; only the emulator holds a writable view of it.
@@ -20,7 +21,8 @@
 #define MEMFD_PAGE_TRIGGERS	0
 #define MEMFD_PAGE_SEMS		1
 #define MEMFD_PAGE_INFO		2
-#define MEMFD_N_PAGES		3
+#define MEMFD_PAGE_PROXY	3	/* struct nproxy_proxy_state */
+#define MEMFD_N_PAGES		4
 
 /* Region ids only need to be unique within the process for this backend. */
 static atomic_uint memfd_next_region_id = 1;
@@ -48,6 +50,8 @@ static void memfd_release(struct nproxy_hs *hs)
 	unmap_page(hs->sems, hs->page_size);
 	unmap_page(hs->info, hs->page_size);
 	unmap_page(hs->info_rw, hs->page_size);
+	unmap_page(hs->proxy_state, hs->page_size);
+	hs->proxy_state = NULL;
 	hs->triggers = NULL;
 	hs->sems = NULL;
 	hs->info = NULL;
@@ -136,6 +140,9 @@ enum nproxy_status hs_memfd_open(struct nproxy_hs *hs, char *why, size_t why_len
 	hs->info = map_page(hs, MEMFD_PAGE_INFO, PROT_READ);
 	if (!hs->info)
 		return memfd_fail(hs, "mmap info", why, why_len);
+	hs->proxy_state = map_page(hs, MEMFD_PAGE_PROXY, PROT_READ | PROT_WRITE);
+	if (!hs->proxy_state)
+		return memfd_fail(hs, "mmap proxy state", why, why_len);
 
 	/* A fresh memfd reads 0: only the meaningful words need setting. */
 	for (i = 0; i < hs->n_streams; i++)

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <nproxy/proxy.h>
+#include "proxy_state.h"
 #include "wake.h"
 
 struct proxy_task;
@@ -33,6 +34,7 @@ struct proxy_task_status {
 	uint32_t sleepers;		/* consumers parked on run_state (lib/wake.h) */
 	uint64_t enc_ctx;
 	const struct nproxy_comm *comm;	/* ctx is unique per comm only */
+	struct nproxy_proxy_task *pub;	/* published copy for tools, or NULL */
 	/* q->status list links, under q->state_mtx */
 	struct proxy_task_status *prev, *next;
 };
@@ -95,6 +97,8 @@ struct proxy_queue {
 	uint64_t stat_ticks, stat_steps, stat_idle_ticks, stat_cv_waits;
 	uint64_t stat_tasks_done, stat_tasks_active;
 	uint64_t stat_idle_parks, stat_safety_timeouts;
+	/* The worker's state, shown in its comms' pages (under mtx). */
+	struct proxy_state_worker pub;
 };
 
 /* Per-comm object caches (proxy_cache.c): no malloc per op in steady state. */
@@ -133,6 +137,8 @@ struct nproxy_comm {
 	uint64_t net_turn;
 	pthread_mutex_t cache_lock;
 	struct proxy_cache cache[PROXY_CACHE_KINDS];
+	/* The hs region's proxy-state page (proxy_state.c), or NULL. */
+	struct nproxy_proxy_state *pub;
 };
 
 /* ---- proxy_queue.c ---- */
@@ -185,12 +191,14 @@ static inline void proxy_status_publish(struct proxy_task_status *st, enum nprox
 					enum nproxy_task_run_state rs)
 {
 	__atomic_store_n(&st->progress_status, (int)rc, __ATOMIC_RELAXED);
+	proxy_state_task_state(st->pub, (uint32_t)rs, (int)rc);
 	wake_word_store(&st->run_state, &st->sleepers, (uint32_t)rs);
 }
 
 static inline void proxy_status_set_state(struct proxy_task_status *st,
 					  enum nproxy_task_run_state rs)
 {
+	proxy_state_task_state(st->pub, (uint32_t)rs, 0);
 	__atomic_store_n(&st->run_state, (uint32_t)rs, __ATOMIC_RELEASE);
 }
 

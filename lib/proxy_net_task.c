@@ -125,6 +125,8 @@ static void net_progress(struct net_task *nt)
 		if (block_done) {
 			/* Basic-block switch: retire the drained block (B3). */
 			ns->cur_bb++;
+			if (s == 0)
+				proxy_state_task_bb(nt->base.status->pub, ns->cur_bb);
 			rc = nt->seam.ops->stop(nt->seam.engine, s, bb);
 			if (rc != NPROXY_SUCCESS) {
 				nproxy_log(NPROXY_LOG_ERROR,

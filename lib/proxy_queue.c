@@ -390,12 +390,14 @@ static void queue_process(struct proxy_queue *q)
 				break;
 			cv_waits++;
 			__atomic_store_n(&q->stat_cv_waits, cv_waits, __ATOMIC_RELAXED);
+			proxy_state_worker(&q->pub, q->tid, NPROXY_WORKER_SLEEPING);
 			quiescent_wait(q, seen);
 			continue;
 		}
 		idle = all_idle && !q->queue_head;	/* read under mtx */
 		if (!idle)
 			is.since_ns = 0;
+		proxy_state_worker(&q->pub, q->tid, idle ? NPROXY_WORKER_IDLE : NPROXY_WORKER_RUNNING);
 		pthread_mutex_unlock(&q->mtx);
 		/* An append since seen makes the park return at once. */
 		if (idle)

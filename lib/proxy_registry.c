@@ -235,6 +235,7 @@ enum nproxy_status nproxy_comm_init(const struct nproxy_comm_opts *in, struct np
 	comm->trigger_notify = comm->hs &&
 		nproxy_hs_set_trigger_notify(comm->hs, proxy_queue_kick, comm->queue) ==
 		NPROXY_SUCCESS;
+	proxy_state_attach(comm);
 	*out = comm;
 	return NPROXY_SUCCESS;
 
@@ -249,6 +250,7 @@ void nproxy_comm_free(struct nproxy_comm *comm)
 
 	if (!comm)
 		return;
+	proxy_state_detach(comm);
 	/* Once this returns the device no longer calls into the queue. */
 	if (comm->trigger_notify)
 		nproxy_hs_set_trigger_notify(comm->hs, NULL, NULL);

@@ -61,6 +61,7 @@ void proxy_task_init(struct proxy_task *task, const struct proxy_task_ops *ops,
 	for (i = 0; i < streams_n; i++)
 		task->trigger_words[i] = trigger_words[i];
 	task->next = NULL;
+	st->pub = proxy_state_task_claim(comm, task);
 }
 
 void proxy_task_fini(struct proxy_task *task)
@@ -216,7 +217,7 @@ enum nproxy_status nproxy_wait_status(struct nproxy_comm *comm, uint64_t ctx,
 		}
 		if (wake_now_ns() >= deadline) {
 			nproxy_log(NPROXY_LOG_ERROR,
-				   "[nec_dev %u gid %u] Timeout exceeded: Waiting on proxy task type %d: %u sec",
+				   "[nec_dev %u gid %u] Timeout exceeded: Waiting on proxy task type %d: %u sec (who waits for whom: nproxyctl hang-report)",
 				   comm->device_index, comm->gid, (int)type,
 				   (unsigned int)((timeout_ns + 999999999ull) / 1000000000ull));
 			return NPROXY_TIMEOUT;

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "ctl.h"
+#include "ctl_proxy.h"
 #include "json_writer.h"
 #include "prog_text.h"
 
@@ -66,6 +67,12 @@ static void usage(FILE *f)
 "  program --check FILE          only parse FILE and print the steps\n"
 "  create [--streams N] [--sems N] [--rank R] [--gid G] [--hold S]\n"
 "                                create a region, print its id, keep it until SIGINT/SIGTERM\n"
+"\n"
+"Proxies (the state libnproxy publishes in each region; see nproxyctl top --help):\n"
+"  top [--count N] [--interval S] [--pid PID]\n"
+"                                live view of every proxy on the host\n"
+"  hang-report [--min-age S] [--pid PID]\n"
+"                                who waits for whom in a stuck job (exit 5: hang found)\n"
 "\n"
 "Host:\n"
 "  shm-sweep [--dry-run] [--pid PID] [--dir DIR]\n"
@@ -654,6 +661,9 @@ int main(int argc, char **argv)
 	char *end;
 	int c;
 
+	/* top, hang-report: self-contained, with options of their own (ctl_top.c). */
+	if (ctl_proxy_cmd_match(argc, argv))
+		return ctl_proxy_main(argc, argv);
 	while ((c = getopt_long(argc, argv, "jhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'j': opt.json = true; break;

@@ -634,10 +634,36 @@ static void op_build(struct rank_ctx *rc, enum op_kind kind, uint32_t rs_step)
 	}
 }
 
+/*
+ * NPROXY_RUN_HANG=RANK:OP:KIND (selftests of nproxyctl hang-report): op OP
+ * (1, 2, ...) of RANK hangs.  KIND trigger: its device program starts with
+ * a 60 s DELAY, so the trigger stays at the sentinel; sem: it starts with
+ * a WAIT_SEM on the last semaphore for a value nobody ever adds; stop: the
+ * process hosting RANK stops itself (SIGSTOP) before the op, so its peers
+ * wait on the network.  Returns the kind ('t', 's', 'p') or 0.
+ */
+static char hang_hook(const struct rank_ctx *rc)
+{
+	const char *v = getenv("NPROXY_RUN_HANG");
+	unsigned int r;
+	unsigned long long op;
+	char kind[16];
+
+	if (!v || sscanf(v, "%u:%llu:%15s", &r, &op, kind) != 3 || r != rc->rank ||
+	    op != rc->exec_id + 1)
+		return 0;
+	if (!strcmp(kind, "trigger"))
+		return 't';
+	if (!strcmp(kind, "sem"))
+		return 's';
+	return !strcmp(kind, "stop") ? 'p' : 0;
+}
+
 /* Producer half: re-arm the gate, start the device program, enqueue. */
 static int op_start(struct rank_ctx *rc, double deadline)
 {
-	struct nproxy_prog_step prog[RUN_MAX_RANKS + 4];
+	char hang = hang_hook(rc);
+	struct nproxy_prog_step prog[RUN_MAX_RANKS + 5];
 	struct nproxy_cc_op op = { .sz = sizeof(op) };
 	uint64_t wait_ns = (uint64_t)remaining_ms(deadline) * 1000000ull;
 	uint32_t n = 0;
@@ -649,6 +675,15 @@ static int op_start(struct rank_ctx *rc, double deadline)
 		return fail(RUN_EXIT_TIMEOUT, "rank %u: timeout (--timeout %.0f s) before op %" PRIu64,
 			    rc->rank, rc->o->timeout_s, rc->exec_id);
 	memset(prog, 0, sizeof(prog));
+	if (hang == 'p')
+		raise(SIGSTOP);
+	if (hang == 't')
+		prog[n++] = (struct nproxy_prog_step){ .op = NPROXY_STEP_DELAY,
+			.timeout_ns = NPROXY_MAX_WAIT_NS };
+	if (hang == 's')
+		prog[n++] = (struct nproxy_prog_step){ .op = NPROXY_STEP_WAIT_SEM,
+			.index = nproxy_hs_n_sems(rc->hs) - 1, .value = 1ull << 40,
+			.timeout_ns = NPROXY_MAX_WAIT_NS };
 	if (rc->o->device_delay_us)
 		prog[n++] = (struct nproxy_prog_step){ .op = NPROXY_STEP_DELAY,
 			.timeout_ns = (uint64_t)rc->o->device_delay_us * 1000 };

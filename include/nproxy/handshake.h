@@ -9,7 +9,7 @@
  *
  *   kmod   /dev/nproxy region fd, pages mapped from the module; the module's
  *          kernel worker plays the device.
- *   memfd  the same three pages in a sealed memfd; a userspace emulator
+ *   memfd  the same four pages in a sealed memfd; a userspace emulator
  *          thread ("nproxy-dev") runs the same device-program semantics.
  *
  * Choice: opts->backend when not AUTO, else NPROXY_HANDSHAKE=kmod|memfd|auto,

@@ -63,7 +63,8 @@ TEST_F(map, wrong_offset_einval)
 		NPROXY_OFF_SEMS - self->page,
 		NPROXY_OFF_SEMS + self->page,
 		NPROXY_OFF_INFO + self->page,
-		0x30000000,
+		NPROXY_OFF_PROXY + self->page,
+		0x40000000,
 		0x40000000000LL,
 	};
 	size_t i;

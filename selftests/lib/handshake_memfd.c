@@ -36,7 +36,7 @@ TEST_F(memfd, size_is_sealed)
 	EXPECT_EQ(F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL, fcntl(self->fd, F_GET_SEALS));
 	EXPECT_EQ(-1, ftruncate(self->fd, 0));
 	EXPECT_EQ(EPERM, errno);
-	EXPECT_EQ(-1, ftruncate(self->fd, 4 * page));
+	EXPECT_EQ(-1, ftruncate(self->fd, 5 * page));
 	EXPECT_EQ(EPERM, errno);
 	/* F_SEAL_SEAL: nobody can add seals either (e.g. F_SEAL_WRITE). */
 	EXPECT_EQ(-1, fcntl(self->fd, F_ADD_SEALS, F_SEAL_WRITE));
@@ -53,7 +53,7 @@ TEST_F(memfd, fd_is_close_on_exec)
 	EXPECT_TRUE(flags & FD_CLOEXEC);
 }
 
-/* Byte for byte the module's layout: page 0 triggers, 1 sems, 2 info. */
+/* Byte for byte the module's layout: page 0 triggers, 1 sems, 2 info, 3 proxy state. */
 TEST_F(memfd, file_layout_matches_pages)
 {
 	long page = sysconf(_SC_PAGESIZE);
@@ -62,7 +62,7 @@ TEST_F(memfd, file_layout_matches_pages)
 	uint64_t sem;
 
 	nproxy_sem_add(nproxy_hs_sem(self->hs, 3), 77);
-	EXPECT_EQ(3 * page, lseek(self->fd, 0, SEEK_END));
+	EXPECT_EQ(4 * page, lseek(self->fd, 0, SEEK_END));
 	ASSERT_EQ((ssize_t)sizeof(trig), pread(self->fd, trig, sizeof(trig), 0));
 	EXPECT_EQ(NPROXY_TRIGGER_SENTINEL, trig[0]);
 	EXPECT_EQ(NPROXY_TRIGGER_SENTINEL, trig[1]);

@@ -283,7 +283,8 @@ TEST(wait_timeout_logs_the_watchdog_message)
 	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 1, &ctx));
 	EXPECT_ST(NPROXY_TIMEOUT, nproxy_wait_status(c, ctx, NPROXY_TASK_BARRIER, 100));
 	EXPECT_EQ(1, capture_count(
-		"[nec_dev 7 gid 7] Timeout exceeded: Waiting on proxy task type 2: 1 sec", 1));
+		"[nec_dev 7 gid 7] Timeout exceeded: Waiting on proxy task type 2: 1 sec "
+		"(who waits for whom: nproxyctl hang-report)", 1));
 	nproxy_comm_free(c);	/* aborts the waiting barrier task */
 	capture_stop();
 }

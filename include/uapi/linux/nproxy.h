@@ -53,7 +53,7 @@
 /* mmap layout of a region fd                                              */
 /* ---------------------------------------------------------------------- */
 /*
- * A region is three areas, each exactly one page (the system page size)
+ * A region is four areas, each exactly one page (the system page size)
  * and each mapped separately at its own offset, like IORING_OFF_*:
  *
  *   NPROXY_OFF_TRIGGERS  __u32 trigger[NPROXY_MAX_STREAMS]   read/write
@@ -64,6 +64,10 @@
  *       the device waits on them (sem >= value).
  *   NPROXY_OFF_INFO      struct nproxy_region_info           read-only
  *       Written only by the kernel; a PROT_WRITE mapping is refused (-EPERM).
+ *   NPROXY_OFF_PROXY     struct nproxy_proxy_state           read/write
+ *       Never touched by the kernel: the region owner's proxy library
+ *       publishes its host-side state there for tools (nproxyctl top,
+ *       hang-report), which map it read-only.
  *
  * Mappings must be MAP_SHARED, exactly one page long, at exactly one of the
  * offsets below; anything else is -EINVAL.  Only the first n_streams
@@ -72,6 +76,7 @@
 #define NPROXY_OFF_TRIGGERS	0x00000000ULL
 #define NPROXY_OFF_SEMS		0x10000000ULL
 #define NPROXY_OFF_INFO		0x20000000ULL
+#define NPROXY_OFF_PROXY	0x30000000ULL
 
 #define NPROXY_REGION_MAGIC	0x4e505258U	/* "NPRX" */
 
@@ -115,7 +120,11 @@ struct nproxy_region_info {
 	 * re-reads at once.  Reads 0 otherwise.
 	 */
 	__u32 sem_sleepers;
-	__u32 reserved32;
+	/*
+	 * Index of the step the device is executing (or blocked in) while
+	 * prog_state is RUNNING; afterwards the last step it started.
+	 */
+	__u32 prog_step;
 	__u64 reserved[1];
 };
 
@@ -139,6 +148,90 @@ struct nproxy_prog_step {
 	__u64 value;		/* trigger value, sem threshold, increment or event value */
 	__u64 timeout_ns;	/* WAIT_SEM: 0 = NPROXY_MAX_WAIT_NS; DELAY: duration */
 };
+
+/* ---------------------------------------------------------------------- */
+/* Published proxy state (the NPROXY_OFF_PROXY page)                       */
+/* ---------------------------------------------------------------------- */
+/*
+ * Written only by the process that owns the region (libnproxy, with plain
+ * stores at its proxy's state transitions: no syscall, no lock); read by
+ * tools that map the page read-only.  The kernel zeroes it at region
+ * creation and never reads or writes it afterwards.  All-zero means "no
+ * proxy attached"; a reader checks magic and version first.
+ *
+ * Consistency: each task slot and the header carry a sequence word that is
+ * odd while the writer updates them (a seqlock with one writer per slot at
+ * a time).  A reader copies the slot, re-reads the word and retries a few
+ * times when it changed or is odd; it never waits for the writer.
+ * Timestamps are CLOCK_MONOTONIC_COARSE ns (a few ms resolution).
+ */
+#define NPROXY_PROXY_STATE_MAGIC	0x4e505053U	/* "NPPS" */
+#define NPROXY_PROXY_STATE_VERSION	1
+/* Task slots: the most recent tasks of the comm, reused round robin. */
+#define NPROXY_PROXY_STATE_TASKS	16
+/* Steps of the last submitted device program kept for the evidence. */
+#define NPROXY_PROXY_STATE_PROG_STEPS	64
+#define NPROXY_PROXY_STATE_SEMS		4
+
+/* Worker states (nproxy_proxy_state.worker_state). */
+enum nproxy_worker_state {
+	NPROXY_WORKER_NONE	= 0,	/* no worker started yet */
+	NPROXY_WORKER_RUNNING	= 1,	/* stepping tasks */
+	NPROXY_WORKER_IDLE	= 2,	/* every task waits: spinning or parked briefly */
+	NPROXY_WORKER_SLEEPING	= 3,	/* nothing queued: asleep until an enqueue */
+	NPROXY_WORKER_STOPPED	= 4,	/* the comm was freed */
+};
+
+/* One task: 72 bytes. type 0 = slot never used. */
+struct nproxy_proxy_task {
+	__u32 seq;		/* odd while written */
+	__u16 type;		/* libnproxy's enum nproxy_task_type (1 NETWORK, 2 BARRIER) */
+	__u16 run_state;	/* enum nproxy_task_run_state (0 INIT .. 4 DONE) */
+	__u64 ctx;		/* the op's ctx */
+	__u64 exec_id;
+	__u64 enqueue_ns;
+	__u64 state_ns;		/* when run_state was entered */
+	__u64 progress_ns;	/* last state change or basic-block switch */
+	__u32 trigger_mask;	/* bit s: waits on trigger word s of this region */
+	__u32 bb;		/* basic block in progress (stream 0) */
+	__u8 n_sems;		/* barrier: device semaphores it increments */
+	__u8 pad8[3];		/* zero */
+	__s32 status;		/* enum nproxy_status once DONE */
+	/* sem indices */
+	__u16 sems[NPROXY_PROXY_STATE_SEMS];
+};
+
+struct nproxy_proxy_state {
+	__u32 magic;		/* NPROXY_PROXY_STATE_MAGIC, stored last at attach */
+	__u32 version;		/* NPROXY_PROXY_STATE_VERSION */
+	__u32 size;		/* sizeof(struct nproxy_proxy_state) of the writer */
+	__u32 pid;		/* the owner process (its pid namespace) */
+	__u32 ppid;		/* its parent: tools group a job's ranks by it */
+	__u32 rank;
+	__u32 n_ranks;
+	__u32 gid;		/* proxy group (one worker thread per group) */
+	__u32 device_index;
+	__u32 timeout_s;	/* the comm's watchdog */
+	__u32 flags;		/* NPROXY_PROXY_STATE_F_* */
+	__s32 worker_tid;
+	__u32 worker_state;	/* enum nproxy_worker_state */
+	__u32 pad;		/* zero */
+	__u64 worker_state_ns;	/* when worker_state was entered */
+	__u64 attach_ns;	/* comm creation */
+	__u64 ops_enqueued;	/* network tasks enqueued (one per op) */
+	__u64 next_slot;	/* slot of the next task: tasks[next_slot % TASKS] */
+	__u64 prog_seq;		/* the library's count of submitted programs */
+	__u32 prog_n_steps;	/* steps of the last program (kept: at most PROG_STEPS) */
+	__u32 prog_seqlock;	/* odd while prog[] is rewritten */
+	__u64 reserved[7];	/* zero */
+	struct nproxy_prog_step prog[NPROXY_PROXY_STATE_PROG_STEPS];
+	struct nproxy_proxy_task tasks[NPROXY_PROXY_STATE_TASKS];
+};
+
+/* The comm's ops wait for device triggers (NPROXY_COMM_F_DEVICE_WAIT). */
+#define NPROXY_PROXY_STATE_F_DEVICE_WAIT	(1U << 0)
+/* The comm skips the network (NPROXY_COMM_F_SKIP_NET). */
+#define NPROXY_PROXY_STATE_F_SKIP_NET		(1U << 1)
 
 /* ---------------------------------------------------------------------- */
 /* ioctls                                                                  */
