@@ -7,8 +7,8 @@
  * wrapper in front of libc's for the library's calls.  glibc's own futexes
  * (mutexes, joins) use inline system calls and never come through here.
  *
- * futex_spy_before / futex_spy_after, when set, run around every futex
- * call (op without FUTEX_PRIVATE_FLAG); the counters are per process.
+ * futex_spy_set(before, after): hooks run around every futex call (op
+ * without FUTEX_PRIVATE_FLAG); the counters are per process.
  */
 #ifndef FUTEX_SPY_H
 #define FUTEX_SPY_H
@@ -22,10 +22,18 @@
 
 typedef long (*futex_spy_syscall_fn)(long, ...);
 
-/* Called on the calling thread before the real futex call. */
-static void (*volatile futex_spy_before)(uint32_t *word, int op, uint32_t val);
+typedef void (*futex_spy_before_fn)(uint32_t *word, int op, uint32_t val);
+typedef void (*futex_spy_after_fn)(uint32_t *word, int op, uint32_t val, long rc, int err);
+/* Called on the calling thread before the real futex call (set with futex_spy_set). */
+static futex_spy_before_fn futex_spy_before;
 /* After it: rc and errno of the real call. */
-static void (*volatile futex_spy_after)(uint32_t *word, int op, uint32_t val, long rc, int err);
+static futex_spy_after_fn futex_spy_after;
+
+static inline void futex_spy_set(futex_spy_before_fn before, futex_spy_after_fn after)
+{
+	__atomic_store_n(&futex_spy_before, before, __ATOMIC_RELEASE);
+	__atomic_store_n(&futex_spy_after, after, __ATOMIC_RELEASE);
+}
 
 /* FUTEX_WAIT calls that returned 0: woken by a FUTEX_WAKE (or spuriously). */
 static uint64_t futex_spy_waits_woken;
@@ -54,8 +62,8 @@ long syscall(long nr, ...)
 	uint32_t *word = (uint32_t *)a[0];
 	int op = (int)a[1] & FUTEX_CMD_MASK;
 	uint32_t val = (uint32_t)a[2];
-	void (*before)(uint32_t *, int, uint32_t) = futex_spy_before;
-	void (*after)(uint32_t *, int, uint32_t, long, int) = futex_spy_after;
+	futex_spy_before_fn before = __atomic_load_n(&futex_spy_before, __ATOMIC_ACQUIRE);
+	futex_spy_after_fn after = __atomic_load_n(&futex_spy_after, __ATOMIC_ACQUIRE);
 
 	if (op == FUTEX_WAKE)
 		__atomic_add_fetch(&futex_spy_wakes, 1, __ATOMIC_RELAXED);

@@ -140,14 +140,14 @@ TEST(published_run_state_numbers_are_the_reference_runtimes)
 	__atomic_store_n(&worker_tid_for_spy, nproxy_comm_worker_tid(g.c), __ATOMIC_RELEASE);
 	/* The worker has stepped the task into its gate wait. */
 	ASSERT_TRUE(WAIT_UNTIL(group_stats(0).steps >= 2, 10000));
-	futex_spy_before = spy_both;
+	futex_spy_set(spy_both, NULL);
 	cons.g = &g;
 	ASSERT_EQ(0, pthread_create(&cons.thread, NULL, consumer_main, &cons));
 	ASSERT_TRUE(WAIT_UNTIL(__atomic_load_n(&consumer_parks, __ATOMIC_ACQUIRE) >= 1, 10000));
 	EXPECT_EQ(2u, __atomic_load_n(&consumer_parked_on, __ATOMIC_ACQUIRE));
 	open_gate(&g);
 	pthread_join(cons.thread, NULL);
-	futex_spy_before = NULL;
+	futex_spy_set(NULL, NULL);
 	EXPECT_ST(NPROXY_SUCCESS, cons.rc);
 	EXPECT_EQ(4u, __atomic_load_n(&done_word_value, __ATOMIC_ACQUIRE));
 	gated_task_stop(&g);
@@ -187,7 +187,7 @@ TEST(a_consumer_that_sees_done_sees_the_status_published_with_it)
 	ASSERT_EQ(0, gated_task_start(&g, 0));
 	__atomic_store_n(&worker_tid_for_spy, nproxy_comm_worker_tid(g.c), __ATOMIC_RELEASE);
 	nproxy_loopback_fail_next_progress(g.r.lb, NPROXY_PEER_DEAD);
-	futex_spy_before = spy_hold_and_count;
+	futex_spy_set(spy_hold_and_count, NULL);
 	cons.g = &g;
 	ASSERT_EQ(0, pthread_create(&cons.thread, NULL, consumer_main, &cons));
 	/* A parked consumer makes the worker's DONE publish issue a wake. */
@@ -208,7 +208,7 @@ TEST(a_consumer_that_sees_done_sees_the_status_published_with_it)
 	}
 	capture_stop();
 	pthread_join(cons.thread, NULL);
-	futex_spy_before = NULL;
+	futex_spy_set(NULL, NULL);
 	if (done) {
 		TH_LOG("DONE seen by the poller after %llu polls", (unsigned long long)polls);
 		EXPECT_ST(NPROXY_PEER_DEAD, st);
