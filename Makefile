@@ -112,14 +112,10 @@ tsan:
 # library in-process (forked ranks included), on the normal build:
 # one failure per test with an invalid access or a definite/indirect leak.
 VALGRIND_AREAS ?= lib bananaphone
-VALGRIND_CMD := valgrind --quiet --error-exitcode=99 --leak-check=full \
-	--show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect \
-	--suppressions=$(TOP)/scripts/valgrind.supp
 check-valgrind:
 	+@$(TOP)/scripts/deps.sh && $(SUBMAKE) lib selftests || \
 		{ echo "make check-valgrind: build failed (see above)"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
-	@NPROXY_TEST_WRAPPER="$(VALGRIND_CMD)" $(TOP)/scripts/check --build $(O) \
-		--areas "$(filter $(VALGRIND_AREAS),$(TEST_AREAS))"
+	@$(TOP)/scripts/check-valgrind --build $(O) $(filter $(VALGRIND_AREAS),$(TEST_AREAS))
 
 bench: deps
 	+@$(SUBMAKE) all

@@ -4,7 +4,7 @@
  * allocation, thread creation and libfabric call on the setup and
  * transfer paths is failed in turn.  Each failure must come back as the
  * documented status of the call that met it, and leave no fd, thread,
- * shared mapping (handshake region) or /dev/shm entry behind; a failed
+ * shared mapping (handshake region) or /dev/shm file of ours behind; a failed
  * futex wait (a spurious wake-up) must change nothing at all.
  */
 #include <dirent.h>
@@ -50,6 +50,24 @@ static int count_shared_maps(void)
 	return n;
 }
 
+/* libfabric shm files of this process: /dev/shm/<pid>:<uid>:<index>. */
+static int count_own_shm(void)
+{
+	DIR *d = opendir("/dev/shm");
+	struct dirent *e;
+	char prefix[24];
+	int n = 0;
+
+	if (!d)
+		return -1;
+	snprintf(prefix, sizeof(prefix), "%d:", (int)getpid());
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, prefix, strlen(prefix)))
+			n++;
+	closedir(d);
+	return n;
+}
+
 struct census {
 	int fds, threads, shared_maps, shm_entries;
 };
@@ -60,7 +78,7 @@ static struct census census(void)
 		.fds = count_dir("/proc/self/fd") - 1,	/* opendir's own */
 		.threads = count_dir("/proc/self/task"),
 		.shared_maps = count_shared_maps(),
-		.shm_entries = count_dir("/dev/shm"),
+		.shm_entries = count_own_shm(),
 	};
 	return c;
 }
@@ -138,7 +156,7 @@ static enum nproxy_status local_path(void)
 	memset(&r, 0, sizeof(r));
 	if (lb_rank_setup(&r, f, 0, 0, 64)) {
 		st = NPROXY_RESOURCE;
-		goto out_fabric;
+		goto out_lb;	/* the rank's loopback may exist already */
 	}
 	o = comm_opts(0, 1, 0, 1, NPROXY_COMM_F_DEVICE_WAIT, r.lb);
 	o.hs = hs;
@@ -164,7 +182,6 @@ out_comm:
 	nproxy_comm_free(c);
 out_lb:
 	nproxy_loopback_destroy(r.lb);
-out_fabric:
 	nproxy_loopback_fabric_destroy(f);
 out_hs:
 	nproxy_hs_close(hs);
