@@ -11,6 +11,7 @@
 #   make install      userspace only (DESTDIR, PREFIX); the module goes via dkms
 #   make lint         checkpatch + sparse (C=2 W=1) over kmod/ and the uapi header
 #   make asan | tsan  host tests built with ASan+UBSan / TSan (build-asan/, build-tsan/)
+#   make check-valgrind  lib and bananaphone tests under valgrind memcheck (leaks too)
 #   make clean
 #
 # Userspace outputs go to $(O) (build/, or build-$(SAN)/ with SAN=asan|tsan);
@@ -47,7 +48,7 @@ CHECK_AREAS ?= $(TEST_AREAS)
 
 .DEFAULT_GOAL := all
 .PHONY: all lib tools selftests bench-build module module-required deps run \
-	check check-host bench install clean lint checkpatch sparse asan tsan help
+	check check-host check-valgrind bench install clean lint checkpatch sparse asan tsan help
 
 all: lib tools selftests bench-build $(if $(SAN),,module)
 
@@ -106,6 +107,15 @@ asan:
 TSAN_AREAS ?= lib bananaphone net
 tsan:
 	+@$(SUBMAKE) SAN=tsan CHECK_AREAS="$(filter $(TSAN_AREAS),$(TEST_AREAS))" check-host
+
+# Valgrind memcheck, leaks included, over the areas whose tests run the
+# library in-process (forked ranks included), on the normal build:
+# one failure per test with an invalid access or a definite/indirect leak.
+VALGRIND_AREAS ?= lib bananaphone
+check-valgrind:
+	+@$(TOP)/scripts/deps.sh && $(SUBMAKE) lib selftests || \
+		{ echo "make check-valgrind: build failed (see above)"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+	@$(TOP)/scripts/check-valgrind --build $(O) $(filter $(VALGRIND_AREAS),$(TEST_AREAS))
 
 bench: deps
 	+@$(SUBMAKE) all

@@ -133,6 +133,20 @@ void run_describe_death(const struct run_proc_record *rec, int sig, char *buf, s
 int run_crash_hook(uint32_t *iter, int *sig);
 void run_crash_now(int sig);	/* a real SIGBUS / SIGSEGV fault */
 
+/* Kill points (run_kill.c): NPROXY_RUN_KILL_AT=RANK:PHASE. */
+enum run_kill_phase {
+	RUN_KILL_RENDEZVOUS,	/* before the bananaphone rendezvous */
+	RUN_KILL_ENGINE,	/* before nproxy_net_open */
+	RUN_KILL_REGION,	/* before the handshake region opens */
+	RUN_KILL_COMM,		/* before the proxy comm */
+	RUN_KILL_BARRIER,	/* entering the first barrier before an iteration */
+	RUN_KILL_TRIGGER,	/* first op queued, its task waiting for the device trigger */
+	RUN_KILL_TRANSFER,	/* first op's transfer in flight */
+	RUN_KILL_TEARDOWN,	/* entering teardown */
+	RUN_KILL_PHASES
+};
+void run_kill_point(enum run_kill_phase phase, uint32_t rank);
+
 /* run_report.c */
 struct run_progress {
 	bool enabled;		/* not --quiet/--json, and this process reports */

@@ -252,6 +252,7 @@ static void *setup_rank(void *arg)
 
 	if (rc->bus_size > 1) {
 		run_phase("bananaphone rendezvous (rank %u)", rc->rank);
+		run_kill_point(RUN_KILL_RENDEZVOUS, rc->rank);
 		if (rc->bus_rank == 0)
 			st = bp_create(rc->place->job_id, rc->bus_size, &rc->bp);
 		else
@@ -288,6 +289,7 @@ static void *setup_rank(void *arg)
 	nopts.root = rc->place->root;
 	nopts.bp = rc->net_over_bus ? rc->bp : NULL;
 	run_phase("engine setup (nproxy_net_open, rank %u)", rc->rank);
+	run_kill_point(RUN_KILL_ENGINE, rc->rank);
 	st = nproxy_net_open(&nopts, &rc->net);
 	if (st != NPROXY_SUCCESS) {
 		snprintf(rc->err, sizeof(rc->err),
@@ -304,6 +306,7 @@ static void *setup_rank(void *arg)
 	hopts.rank = rc->rank;
 	hopts.gid = o->ranks_per_proxy ? rc->local_idx / o->ranks_per_proxy : rc->local_idx;
 	run_phase("handshake region (rank %u)", rc->rank);
+	run_kill_point(RUN_KILL_REGION, rc->rank);
 	st = nproxy_hs_open(&hopts, &rc->hs);
 	if (st != NPROXY_SUCCESS) {
 		snprintf(rc->err, sizeof(rc->err), "rank %u: handshake region (%s): %s", rc->rank,
@@ -323,6 +326,7 @@ static void *setup_rank(void *arg)
 	nproxy_net_host_barrier(rc->net, &copts.barrier);
 	copts.timeout_s = (uint32_t)(o->timeout_s + 1);
 	run_phase("proxy comm setup (rank %u)", rc->rank);
+	run_kill_point(RUN_KILL_COMM, rc->rank);
 	st = nproxy_comm_init(&copts, &rc->comm);
 	if (st != NPROXY_SUCCESS) {
 		snprintf(rc->err, sizeof(rc->err), "rank %u: proxy comm: %s", rc->rank,
@@ -712,6 +716,7 @@ static int op_start(struct rank_ctx *rc, double deadline)
 		return fail(RUN_EXIT_FAILURE, "rank %u: enqueue proxy tasks for op %" PRIu64 ": %s",
 			    rc->rank, rc->exec_id, nproxy_status_str(st));
 	}
+	run_kill_point(RUN_KILL_TRIGGER, rc->rank);
 	return RUN_EXIT_OK;
 }
 
@@ -723,6 +728,7 @@ static int op_finish(struct rank_ctx *rc, double deadline)
 	enum nproxy_status st;
 	int code = RUN_EXIT_OK;
 
+	run_kill_point(RUN_KILL_TRANSFER, rc->rank);
 	for (int i = 0; i < 2; i++) {
 		int ms = remaining_ms(deadline);
 
@@ -831,6 +837,8 @@ static int start_barrier(struct rank_ctx *ranks, uint32_t n, double deadline)
 {
 	enum nproxy_status st = NPROXY_SUCCESS;
 
+	for (uint32_t i = 0; i < n; i++)
+		run_kill_point(RUN_KILL_BARRIER, ranks[i].rank);
 	if (!ranks[0].bp || ranks[0].bus_size != ranks[0].world)
 		return RUN_EXIT_OK;
 	/* Our other local ranks arrive without waiting; rank 0 waits (parked) for all. */
@@ -996,6 +1004,8 @@ int run_job(const struct run_opts *o, const struct run_place *place, struct run_
 	}
 out:
 	run_phase("teardown");
+	for (uint32_t i = 0; i < R; i++)
+		run_kill_point(RUN_KILL_TEARDOWN, ranks[i].rank);
 	for_each_rank_parallel(ranks, R, teardown_rank);
 	free(ranks);
 	if (!code && rec->error[0])

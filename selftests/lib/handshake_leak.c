@@ -83,9 +83,13 @@ TEST(open_close_cycles_leak_no_mapping)
 	for (i = 0; i < CYCLES; i++) {
 		hs = hs_test_open(NPROXY_HS_AUTO, 2, 2);
 		ASSERT_NE(NULL, hs);
-		/* Three pages mapped while open (memfd: four, the device's view too). */
+		/*
+		 * Three pages mapped while open (memfd: four, the device's view
+		 * too); the kernel merges mappings that happen to be adjacent
+		 * (valgrind places them so), so only "more than before" is sure.
+		 */
 		if (i == 0)
-			EXPECT_LE(before + 3, count_shared_maps());
+			EXPECT_LT(before, count_shared_maps());
 		nproxy_hs_close(hs);
 	}
 	EXPECT_EQ(before, count_shared_maps());

@@ -38,10 +38,19 @@ static enum nproxy_status rec_progress(void *e, uint32_t s, uint32_t bb, bool *i
 	return inner.ops->progress(inner.engine, s, bb, idle, block_done, done);
 }
 
+/* Not NPROXY_SUCCESS: what the seam's stop() of fail_stop_bb reports. */
+static enum nproxy_status fail_stop_status;
+static uint32_t fail_stop_bb;
+
 static enum nproxy_status rec_stop(void *e, uint32_t s, uint32_t bb)
 {
+	enum nproxy_status rc;
+
 	rec('T', s, bb);
-	return inner.ops->stop(inner.engine, s, bb);
+	rc = inner.ops->stop(inner.engine, s, bb);
+	if (rc == NPROXY_SUCCESS && fail_stop_status != NPROXY_SUCCESS && bb == fail_stop_bb)
+		rc = fail_stop_status;
+	return rc;
 }
 
 static const struct nproxy_seam_ops rec_ops = {
@@ -201,6 +210,40 @@ TEST(progress_error_ends_the_task_with_that_status)
 	EXPECT_EQ(0u, lc.blocks_live);
 	EXPECT_EQ(0u, lc.ops_completed);
 	EXPECT_EQ(0u, lc.misuse);
+	teardown(&s);
+}
+
+/* B3's stop() can fail too: the task ends with that error, never SUCCESS. */
+TEST(stop_error_ends_the_task_with_that_status)
+{
+	struct nproxy_loopback_counters lc;
+	struct nproxy_fifo_set blocks[2];
+	struct fixture_state s;
+	struct nproxy_cc_op op;
+	uint64_t ctx;
+	int i, progressed_after = 0;
+
+	ASSERT_EQ(0, setup(&s, 0, true));
+	blocks[0] = s.r.fs;
+	blocks[1] = s.r.fs;
+	op = lb_rank_op(&s.r);
+	op.streams[0].blocks = blocks;
+	op.streams[0].n_blocks = 2;
+	fail_stop_status = NPROXY_NET_ERROR;
+	fail_stop_bb = 0;
+	capture_start();
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(s.c, &op, 1, &ctx));
+	EXPECT_ST(NPROXY_NET_ERROR, nproxy_wait_status(s.c, ctx, NPROXY_TASK_NETWORK, 10000));
+	EXPECT_EQ(1, capture_count("network proxy stop returns", 0));
+	capture_stop();
+	/* Block 1 is never progressed once block 0's stop failed. */
+	for (i = 0; i < n_calls; i++)
+		if (calls[i].kind == 'P' && calls[i].bb == 1)
+			progressed_after++;
+	EXPECT_EQ(0, progressed_after);
+	nproxy_loopback_counters(s.r.lb, &lc);
+	EXPECT_EQ(0u, lc.blocks_live);
+	fail_stop_status = NPROXY_SUCCESS;
 	teardown(&s);
 }
 

@@ -4,8 +4,11 @@
  * completion semaphores, with the trigger gate held until the emulated
  * device fires.  Each forked rank opens a memfd handshake region, a
  * libfabric engine and a comm on the shared proxy driver, enqueues one CC
- * op, and submits a device program: DELAY, WRITE_TRIGGER, then WAIT_SEM on
- * the completion semaphores the engine increments.
+ * op, and submits a device program: WAIT_SEM on a "go" semaphore, then
+ * WRITE_TRIGGER, then WAIT_SEM on the completion semaphores the engine
+ * increments.  The test checks that nothing moved while the gate was
+ * closed, then posts "go": every byte the provider writes comes after the
+ * scan (a chain of release/acquire atomics that TSan sees too).
  *
  * All-gather: one block on stream 0.  All-reduce: reduce-scatter and
  * all-gather as blocks 0 and 1 of one stream, so the network task switches
@@ -21,9 +24,10 @@
 #define TEST_TIMEOUT_DEFAULT 240
 #include "ring_common.h"
 
-#define DEVICE_DELAY_NS	(300ull * 1000 * 1000)
+/* How long a broken gate gets to show itself before the scan. */
+#define GATE_HOLD_US	(50 * 1000)
 
-enum { SEM_RECV = 0, SEM_REDUCED = 1, SEM_AG_RECV = 2, SEM_SENT = 3, N_SEMS = 4 };
+enum { SEM_RECV = 0, SEM_REDUCED = 1, SEM_AG_RECV = 2, SEM_SENT = 3, SEM_GO = 4, N_SEMS = 5 };
 
 struct fp_job {
 	const char *provider;
@@ -80,11 +84,12 @@ static void fp_teardown(struct fp_rank *fr)
 	nproxy_hs_close(fr->hs);
 }
 
-/* Start the emulated device: fire the trigger after a delay, then wait for `want`. */
+/* Start the emulated device: fire the trigger once the test says go, then wait for `want`. */
 static int fp_device(struct fp_rank *fr, const uint32_t *sem_idx, const uint64_t *want, int n_waits)
 {
 	struct nproxy_prog_step prog[8] = {
-		{ .op = NPROXY_STEP_DELAY, .timeout_ns = DEVICE_DELAY_NS },
+		{ .op = NPROXY_STEP_WAIT_SEM, .index = SEM_GO, .value = 1,
+		  .timeout_ns = 60ull * 1000000000 },
 		{ .op = NPROXY_STEP_WRITE_TRIGGER, .index = 0, .value = 1 },
 	};
 	uint32_t n_steps = 2;
@@ -102,45 +107,33 @@ static bool fp_triggered(struct fp_rank *fr)
 }
 
 /*
- * The scan of the buffer races with the provider's writes by design (it is
- * what it looks for); under TSan only the semaphores and the task status,
- * both atomics, judge the gate.
- */
-#if defined(__SANITIZE_THREAD__)
-#define GATE_SCANS_BUFFER	0
-#else
-#define GATE_SCANS_BUFFER	1
-#endif
-
-/*
- * While the device has not fired, nothing may move.  Judged only when the
- * trigger still reads the sentinel after the checks (a loaded box may be
- * slower than the device's delay: then there is nothing to judge).
+ * While the device has not fired, nothing may move: no completion
+ * semaphore, no byte of the receive buffer, no DONE.  The device waits for
+ * SEM_GO, so the gate is closed for the whole check; then "go" is posted
+ * (whatever the verdict, so that the program and the task can finish).
  */
 static int fp_check_gate(struct fp_rank *fr, uint64_t ctx, const uint8_t *buf, size_t len,
 			 uint8_t untouched)
 {
 	enum nproxy_status task_st;
-	bool done = true, moved = false;
+	bool done = true, moved = false, fired;
 	int sem = -1;
 	size_t byte = 0;
 
-	usleep(50 * 1000);
-	if (fp_triggered(fr))
-		return 0;
-	for (int i = 0; i < N_SEMS && sem < 0; i++)
+	usleep(GATE_HOLD_US);
+	for (int i = 0; i < SEM_GO && sem < 0; i++)
 		if (nproxy_sem_load(fr->sems[i]))
 			sem = i;
-	for (size_t i = 0; GATE_SCANS_BUFFER && i < len && !moved; i++)
+	for (size_t i = 0; i < len && !moved; i++)
 		if (buf[i] != untouched)
 			moved = true, byte = i;
 	if (nproxy_check_status(fr->comm, ctx, NPROXY_TASK_NETWORK, &done, &task_st))
 		done = true;
-	if (fp_triggered(fr))
-		return 0;
-	if (sem >= 0 || moved || done) {
-		fprintf(stderr, "rank %u: before the trigger: sem %d moved, byte %zu moved %d, task done %d\n",
-			fr->r, sem, byte, moved, done);
+	fired = fp_triggered(fr);
+	nproxy_sem_add(fr->sems[SEM_GO], 1);
+	if (sem >= 0 || moved || done || fired) {
+		fprintf(stderr, "rank %u: before the trigger: sem %d moved, byte %zu moved %d, task done %d, trigger fired %d\n",
+			fr->r, sem, byte, moved, done, fired);
 		return -1;
 	}
 	return 0;
