@@ -26,16 +26,20 @@ VERSION := $(shell cat $(TOP)/VERSION 2>/dev/null || echo 0.0.0)
 WARN := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wformat=2 \
 	-Wstrict-prototypes -Wmissing-prototypes
 CFLAGS ?= -O2 -g
-CPPFLAGS += -D_GNU_SOURCE -I$(TOP)/include -I$(TOP)/include/uapi -DNPROXY_VERSION='"$(VERSION)"'
+# The project's flags come first and the user's (make CPPFLAGS=..., or the
+# environment) after them: a command-line CPPFLAGS adds, it never drops our
+# -I/-D.  Sub-Makefiles append with `override CPPFLAGS += ...` too.
+override CPPFLAGS := -D_GNU_SOURCE -I$(TOP)/include -I$(TOP)/include/uapi \
+	-DNPROXY_VERSION='"$(VERSION)"' $(CPPFLAGS)
 BASE_CFLAGS := -std=gnu11 $(WARN) -pthread -fno-strict-aliasing
 
 ifeq ($(SAN),asan)
 BASE_CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer \
 	-fno-sanitize-recover=undefined
-LDFLAGS += -fsanitize=address,undefined
+override LDFLAGS += -fsanitize=address,undefined
 else ifeq ($(SAN),tsan)
 BASE_CFLAGS += -fsanitize=thread -fno-omit-frame-pointer
-LDFLAGS += -fsanitize=thread
+override LDFLAGS += -fsanitize=thread
 endif
 ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS)
 LDLIBS_THREADS := -pthread
