@@ -74,7 +74,7 @@ out=$(env -u NPROXY_HANDSHAKE -u FI_PROVIDER -u NPROXY_RANK -u OMPI_COMM_WORLD_R
 	-u PMI_RANK LD_LIBRARY_PATH="$root/usr/lib/$multiarch" \
 	timeout 120 "$root/usr/bin/nproxy-run" -p 2 -s 4K:16K -n 3 -w 1 --handshake memfd 2>&1)
 rc=$?
-if ((rc == 0)) && grep -Eq '^ +16K +3 .* OK ' <<<"$out"; then
+if ((rc == 0)) && grep -Eq '^ +16K +4096 +uint32 +none +3 .* 0 +1$' <<<"$out"; then
 	tap_ok "the installed nproxy-run -p 2 runs and verifies"
 else
 	tap_fail "the installed nproxy-run -p 2 runs and verifies" "exit $rc" "$out"
