@@ -5,6 +5,7 @@
  * under a launcher it is one rank of the job.  See nproxy-run(1).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -129,10 +130,23 @@ static void explain_provider(const char *provider, char *msg, size_t len)
  */
 static int check_handshake(const struct run_opts *o)
 {
-	if (o->handshake != NPROXY_HS_KMOD || !access("/dev/nproxy", F_OK))
+	int fd;
+
+	if (o->handshake != NPROXY_HS_KMOD)
 		return 0;
-	fprintf(stderr, "nproxy-run: --handshake kmod: /dev/nproxy does not exist: the nproxy module is not loaded (modprobe nproxy), or use --handshake memfd or auto\n");
-	return RUN_EXIT_FAILURE;
+	if (access("/dev/nproxy", F_OK)) {
+		fprintf(stderr, "nproxy-run: --handshake kmod: /dev/nproxy does not exist: the nproxy module is not loaded (modprobe nproxy), or use --handshake memfd or auto\n");
+		return RUN_EXIT_FAILURE;
+	}
+	fd = open("/dev/nproxy", O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "nproxy-run: --handshake kmod: cannot open /dev/nproxy: %s%s\n", strerror(errno),
+			errno == EACCES || errno == EPERM ?
+			" (it is root-only unless the udev rule 60-nproxy.rules gives group nproxy access: join that group)" : "");
+		return RUN_EXIT_FAILURE;
+	}
+	close(fd);
+	return 0;
 }
 
 static char crash_who[80];
