@@ -8,7 +8,11 @@
 #                     areas here, build/selftests/vm/ in one qemu boot with
 #                     kmod/nproxy.ko loaded; ends with "N passed, N failed, N skipped"
 #   make bench        deps + build + bench/run
-#   make install      userspace only (DESTDIR, PREFIX); the module goes via dkms
+#   make install      library, headers, tools, man pages, pkg-config, bash
+#                     completion, udev rule, sysusers.d group, modprobe.d
+#                     (DESTDIR PREFIX BINDIR SBINDIR LIBDIR ...; see below);
+#                     the module goes via dkms
+#   make uninstall    removes what install put (same variables)
 #   make lint         checkpatch + sparse (C=2 W=1) over kmod/ and the uapi header
 #   make asan | tsan  host tests built with ASan+UBSan / TSan (build-asan/, build-tsan/)
 #   make check-valgrind  lib and bananaphone tests under valgrind memcheck (leaks too)
@@ -32,12 +36,26 @@ KDIR ?= $(shell ls -d /lib/modules/6.1.0-*-amd64/build 2>/dev/null | sort -V | \
 	while read d; do [ -e "$$d/Makefile" ] && echo "$$d"; done | tail -n1)
 export KDIR
 
+# Install directories (GNU names; all honour DESTDIR).  The system
+# integration files go where udev, systemd-sysusers and kmod look for them,
+# whatever PREFIX is; override UDEVRULESDIR etc. to put them elsewhere.
 PREFIX ?= /usr/local
 DESTDIR ?=
 BINDIR ?= $(PREFIX)/bin
+SBINDIR ?= $(PREFIX)/sbin
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
-MANDIR ?= $(PREFIX)/share/man
+DATADIR ?= $(PREFIX)/share
+MANDIR ?= $(DATADIR)/man
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+BASHCOMPDIR ?= $(DATADIR)/bash-completion/completions
+UDEVRULESDIR ?= $(or $(shell pkg-config --variable=udevdir udev 2>/dev/null),/lib/udev)/rules.d
+SYSUSERSDIR ?= $(or $(shell pkg-config --variable=sysusersdir systemd 2>/dev/null),/usr/lib/sysusers.d)
+MODPROBEDIR ?= /usr/lib/modprobe.d
+MODULESLOADDIR ?= /usr/lib/modules-load.d
+# 1: also install modules-load.d/nproxy.conf (load the module at boot).
+INSTALL_MODULES_LOAD ?= 0
+VERSION := $(shell cat $(TOP)/VERSION)
 
 SUBMAKE = $(MAKE) --no-print-directory
 # Sub-directories owned by other areas build only once their Makefile exists.
@@ -48,7 +66,7 @@ CHECK_AREAS ?= $(TEST_AREAS)
 
 .DEFAULT_GOAL := all
 .PHONY: all lib tools selftests bench-build module module-required deps run \
-	check check-host check-valgrind bench install clean lint checkpatch sparse asan tsan help
+	check check-host check-valgrind bench install uninstall clean lint checkpatch sparse asan tsan help
 
 all: lib tools selftests bench-build $(if $(SAN),,module)
 
@@ -97,9 +115,10 @@ check-host:
 		{ echo "make check-host: build failed (see above)"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 	@$(TOP)/scripts/check --build $(O) --areas "$(CHECK_AREAS)"
 
-# foundation/ holds shell tests only: nothing to instrument.
+# foundation/ and packaging/ hold shell tests of the machinery and the
+# release build: nothing to instrument.
 asan:
-	+@$(SUBMAKE) SAN=asan CHECK_AREAS="$(filter-out foundation,$(TEST_AREAS))" check-host
+	+@$(SUBMAKE) SAN=asan CHECK_AREAS="$(filter-out foundation packaging,$(TEST_AREAS))" check-host
 
 # TSan for the threaded areas.  tools/ is left out: run_launcher.sh's veth
 # case fails under ASan and TSan; add it once it is clean:
@@ -123,22 +142,51 @@ bench: deps
 	elif [ -n "$(call have,bench)" ] && grep -q '^run:' bench/Makefile; then $(SUBMAKE) -C bench run; \
 	else echo "make bench: no bench/run yet (the bench issue adds it); nothing to measure"; fi
 
+# `make install` is userspace plus the files that make the module usable
+# (udev rule, group, modprobe.d); the module itself goes via dkms
+# (make -C kmod dkms-src).  `make uninstall` removes exactly what install put.
+INSTALL_LIB = $(DESTDIR)$(LIBDIR)
+MAN_PAGES := $(wildcard Documentation/man/*.[1-8])
+INSTALLED_FILES = $(INSTALL_LIB)/libnproxy.a $(INSTALL_LIB)/libnproxy.so.0 $(INSTALL_LIB)/libnproxy.so \
+	$(DESTDIR)$(PKGCONFIGDIR)/libnproxy.pc \
+	$(addprefix $(DESTDIR)$(INCLUDEDIR)/nproxy/,$(notdir $(wildcard include/nproxy/*.h))) \
+	$(DESTDIR)$(INCLUDEDIR)/linux/nproxy.h \
+	$(DESTDIR)$(BINDIR)/nproxy-run $(DESTDIR)$(SBINDIR)/nproxyctl \
+	$(foreach m,$(MAN_PAGES),$(DESTDIR)$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m))) \
+	$(DESTDIR)$(BASHCOMPDIR)/nproxy-run $(DESTDIR)$(BASHCOMPDIR)/nproxyctl \
+	$(DESTDIR)$(UDEVRULESDIR)/60-nproxy.rules $(DESTDIR)$(SYSUSERSDIR)/nproxy.conf \
+	$(DESTDIR)$(MODPROBEDIR)/nproxy.conf $(DESTDIR)$(MODULESLOADDIR)/nproxy.conf
+
 install: lib tools
-	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/nproxy $(DESTDIR)$(INCLUDEDIR)/linux
-	install -m 0644 $(O)/lib/libnproxy.a $(DESTDIR)$(LIBDIR)/
-	install -m 0755 $(O)/lib/libnproxy.so.0 $(DESTDIR)$(LIBDIR)/
-	ln -sf libnproxy.so.0 $(DESTDIR)$(LIBDIR)/libnproxy.so
-	sed -e 's|@PREFIX@|$(PREFIX)|; s|@VERSION@|$(shell cat VERSION)|' \
-		-e 's|^libdir=.*|libdir=$(LIBDIR)|; s|^includedir=.*|includedir=$(INCLUDEDIR)|' \
-		lib/libnproxy.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/libnproxy.pc
+	install -d $(INSTALL_LIB) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(INCLUDEDIR)/nproxy $(DESTDIR)$(INCLUDEDIR)/linux
+	install -m 0644 $(O)/lib/libnproxy.a $(INSTALL_LIB)/
+	install -m 0755 $(O)/lib/libnproxy.so.0 $(INSTALL_LIB)/
+	ln -sf libnproxy.so.0 $(INSTALL_LIB)/libnproxy.so
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@VERSION@|$(VERSION)|' \
+		-e 's|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+		lib/libnproxy.pc.in >$(DESTDIR)$(PKGCONFIGDIR)/libnproxy.pc
 	install -m 0644 include/nproxy/*.h $(DESTDIR)$(INCLUDEDIR)/nproxy/
 	install -m 0644 include/uapi/linux/nproxy.h $(DESTDIR)$(INCLUDEDIR)/linux/
-	+@if [ -n "$(call have,tools)" ] && grep -q '^install:' tools/Makefile; then \
-		$(SUBMAKE) -C tools install DESTDIR=$(DESTDIR) PREFIX=$(PREFIX); \
-	else for b in $(wildcard $(O)/bin/*); do \
-		install -D -m 0755 $$b $(DESTDIR)$(BINDIR)/$${b##*/}; done; fi
-	@for m in $(wildcard Documentation/man/*.[1-8]); do \
-		s=$${m##*.}; install -D -m 0644 $$m $(DESTDIR)$(MANDIR)/man$$s/$${m##*/} || exit 1; done
+	+$(SUBMAKE) -C tools install DESTDIR=$(DESTDIR) BINDIR=$(BINDIR) SBINDIR=$(SBINDIR)
+	@set -e; for m in $(MAN_PAGES); do s=$${m##*.}; \
+		echo "install -D -m 0644 $$m $(DESTDIR)$(MANDIR)/man$$s/$${m##*/}"; \
+		install -D -m 0644 $$m $(DESTDIR)$(MANDIR)/man$$s/$${m##*/}; done
+	install -D -m 0644 dist/nproxy-run.bash-completion $(DESTDIR)$(BASHCOMPDIR)/nproxy-run
+	install -D -m 0644 dist/nproxyctl.bash-completion $(DESTDIR)$(BASHCOMPDIR)/nproxyctl
+	install -D -m 0644 kmod/60-nproxy.rules $(DESTDIR)$(UDEVRULESDIR)/60-nproxy.rules
+	install -D -m 0644 dist/nproxy.sysusers $(DESTDIR)$(SYSUSERSDIR)/nproxy.conf
+	install -D -m 0644 dist/nproxy.modprobe $(DESTDIR)$(MODPROBEDIR)/nproxy.conf
+	$(if $(filter 1,$(INSTALL_MODULES_LOAD)),install -D -m 0644 dist/nproxy.modules-load $(DESTDIR)$(MODULESLOADDIR)/nproxy.conf)
+	@# Into the live system (no DESTDIR): create the group and reload udev now.
+	@if [ -z "$(DESTDIR)" ]; then \
+		if command -v systemd-sysusers >/dev/null; then systemd-sysusers $(SYSUSERSDIR)/nproxy.conf || true; \
+		elif ! getent group nproxy >/dev/null; then groupadd -r nproxy || true; fi; \
+		if command -v udevadm >/dev/null; then udevadm control --reload 2>/dev/null || true; fi; \
+	fi
+
+uninstall:
+	rm -f $(INSTALLED_FILES)
+	-rmdir $(DESTDIR)$(INCLUDEDIR)/nproxy 2>/dev/null
 
 clean:
 	rm -rf $(TOP)/build $(TOP)/build-asan $(TOP)/build-tsan

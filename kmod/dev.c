@@ -134,7 +134,7 @@ static const struct file_operations nproxy_dev_fops = {
 };
 
 static struct miscdevice nproxy_miscdev = {
-	.minor	= MISC_DYNAMIC_MINOR,
+	.minor	= NPROXY_MISC_MINOR,
 	.name	= NPROXY_DEVICE_NAME,
 	.fops	= &nproxy_dev_fops,
 	.groups	= nproxy_stats_groups,
@@ -142,12 +142,21 @@ static struct miscdevice nproxy_miscdev = {
 
 int nproxy_dev_register(void)
 {
+	int err;
+
 	if (dev_mode & ~0777 || dev_mode & 0002) {
 		pr_err("dev_mode %#o refused: permission bits only, never world-writable\n",
 		       dev_mode);
 		return -EINVAL;
 	}
 	nproxy_miscdev.mode = dev_mode;
+	err = misc_register(&nproxy_miscdev);
+	if (err != -EBUSY)
+		return err;
+	/* Another local driver took the minor: no autoload, but a device. */
+	pr_warn("misc minor %d is taken; using a dynamic one (open will not autoload the module)\n",
+		NPROXY_MISC_MINOR);
+	nproxy_miscdev.minor = MISC_DYNAMIC_MINOR;
 	return misc_register(&nproxy_miscdev);
 }
 

@@ -6,6 +6,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/miscdevice.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
 #include <net/genetlink.h>
@@ -84,4 +85,11 @@ module_exit(nproxy_exit);
 
 MODULE_DESCRIPTION("nproxy: device handshake pages and an emulated device for collective proxies");
 MODULE_LICENSE("GPL");
+MODULE_VERSION(NPROXY_MODULE_VERSION);
 MODULE_ALIAS_GENL_FAMILY(NPROXY_GENL_NAME);
+/*
+ * With both aliases, kmod static-nodes creates /dev/nproxy before the
+ * module is loaded and the first open loads it (as for /dev/fuse).
+ */
+MODULE_ALIAS_MISCDEV(NPROXY_MISC_MINOR);
+MODULE_ALIAS("devname:" NPROXY_DEVICE_NAME);

@@ -20,6 +20,14 @@
 #include <linux/workqueue.h>
 #include <linux/nproxy.h>
 
+/*
+ * /dev/nproxy's misc minor: fixed, so that the module can carry the
+ * char-major-10-<minor> and devname: aliases that let opening the node load
+ * it.  243-254 are "reserved for local use" in devices.txt; dynamic minors
+ * never come from there.
+ */
+#define NPROXY_MISC_MINOR	249
+
 #if BITS_PER_LONG != 64
 /* Semaphores are u64 words loaded/stored with single acquire/release ops. */
 #error "nproxy needs a 64-bit architecture"

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 #include <nproxy/log.h>
 
@@ -44,6 +45,34 @@ void nproxy_log_set_level(enum nproxy_log_level level)
 	pthread_mutex_unlock(&log_lock);
 }
 
+static const char *level_name(enum nproxy_log_level level)
+{
+	switch (level) {
+	case NPROXY_LOG_ERROR: return "error";
+	case NPROXY_LOG_WARN: return "warn";
+	case NPROXY_LOG_INFO: return "info";
+	case NPROXY_LOG_DEBUG: return "debug";
+	}
+	return "?";
+}
+
+/*
+ * "nproxy[pid] 1234.567890 warn proxy-0: text": CLOCK_MONOTONIC seconds (the
+ * clock the proxy's deadlines and nproxyctl watch's mono= use), the level,
+ * and the thread's name (every library thread is named).
+ */
+static void log_to_stderr(enum nproxy_log_level level, const char *msg)
+{
+	char thread[16] = "";
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	if (pthread_getname_np(pthread_self(), thread, sizeof(thread)) || !thread[0])
+		snprintf(thread, sizeof(thread), "?");
+	fprintf(stderr, "nproxy[%d] %lld.%06ld %s %s: %s\n", (int)getpid(), (long long)ts.tv_sec,
+		ts.tv_nsec / 1000, level_name(level), thread, msg);
+}
+
 void nproxy_log(enum nproxy_log_level level, const char *fmt, ...)
 {
 	char msg[512];
@@ -63,6 +92,6 @@ void nproxy_log(enum nproxy_log_level level, const char *fmt, ...)
 	if (log_sink)
 		log_sink(level, msg, log_sink_arg);
 	else
-		fprintf(stderr, "nproxy[%d]: %s\n", (int)getpid(), msg);
+		log_to_stderr(level, msg);
 	pthread_mutex_unlock(&log_lock);
 }

@@ -26,7 +26,17 @@ VERSION := $(shell cat $(TOP)/VERSION 2>/dev/null || echo 0.0.0)
 WARN := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wformat=2 \
 	-Wstrict-prototypes -Wmissing-prototypes
 CFLAGS ?= -O2 -g
-CPPFLAGS += -D_GNU_SOURCE -I$(TOP)/include -I$(TOP)/include/uapi -DNPROXY_VERSION='"$(VERSION)"'
+# A command-line CPPFLAGS (make CPPFLAGS=...) is appended to the project's
+# -I/-D instead of replacing them; from the environment (dpkg-buildflags) it
+# is kept and ours are added.  Only the command-line case needs `override`,
+# which would make later plain `CPPFLAGS +=` lines ignored: so only then.
+NPROXY_CPPFLAGS := -D_GNU_SOURCE -I$(TOP)/include -I$(TOP)/include/uapi \
+	-DNPROXY_VERSION='"$(VERSION)"'
+ifeq ($(origin CPPFLAGS),command line)
+override CPPFLAGS := $(NPROXY_CPPFLAGS) $(CPPFLAGS)
+else
+CPPFLAGS += $(NPROXY_CPPFLAGS)
+endif
 BASE_CFLAGS := -std=gnu11 $(WARN) -pthread -fno-strict-aliasing
 
 ifeq ($(SAN),asan)

@@ -19,8 +19,11 @@ enum ctl_exit {
 };
 
 extern const char *ctl_prog;
+extern bool ctl_json;		/* --json: errors too are JSON, on stdout */
 
 void ctl_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* status "error" / "usage-error"; text on stderr, or JSON on stdout with --json. */
+void ctl_report_error(const char *status, const char *msg);
 /* Map an errno from opening/talking to the module to a message + exit code. */
 int ctl_errno_exit(int err, const char *what);
 

@@ -20,6 +20,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "ctl.h"
+#include "json_writer.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
@@ -29,16 +30,36 @@
 #endif
 
 const char *ctl_prog = "nproxyctl";
+bool ctl_json;
 
 void ctl_err(const char *fmt, ...)
 {
+	char msg[512];
 	va_list ap;
 
-	fprintf(stderr, "%s: ", ctl_prog);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	ctl_report_error("error", msg);
+}
+
+/* --json: one object on stdout ({"status":"error","error":"..."}), for the
+ * program that reads stdout; otherwise "nproxyctl: msg" on stderr. */
+void ctl_report_error(const char *status, const char *msg)
+{
+	if (ctl_json) {
+		struct json_writer w;
+
+		json_init(&w, stdout, false);
+		json_obj_begin(&w, NULL);
+		json_str(&w, "status", status);
+		json_str(&w, "error", msg);
+		json_obj_end(&w);
+		json_finish(&w);
+		fflush(stdout);
+		return;
+	}
+	fprintf(stderr, "%s: %s\n", ctl_prog, msg);
 }
 
 int ctl_errno_exit(int err, const char *what)

@@ -5,6 +5,7 @@
  * under a launcher it is one rank of the job.  See nproxy-run(1).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <nproxy/handshake.h>
 #include <nproxy/net.h>
 #include "run.h"
 
@@ -85,19 +87,66 @@ static int check_world(const struct run_opts *o, uint32_t n_procs)
 struct progress_thread {
 	struct run_progress prog;
 	struct run_proc_record *rec;
+	const struct run_opts *o;
+	const struct run_place *place;
+	struct run_table table;
 	volatile bool stop;
 };
 
+/* Rank 0 prints its rows as its sizes finish (ranks time the same ops). */
 static void *progress_main(void *arg)
 {
 	struct progress_thread *pt = arg;
 
 	while (!pt->stop) {
+		if (run_sizes_finished(pt->o, &pt->rec, 1) > pt->table.rows_printed) {
+			run_progress_finish(&pt->prog);
+			run_table_stream(&pt->table, pt->o, pt->place, &pt->rec, 1);
+		}
 		run_progress_update(&pt->prog, __atomic_load_n(&pt->rec->progress, __ATOMIC_ACQUIRE),
 				    "");
 		sleep_ms(100);
 	}
 	return NULL;
+}
+
+/* A provider the engine could not open: say which ones this host has. */
+static void explain_provider(const char *provider, char *msg, size_t len)
+{
+	char avail[400], quoted[80];
+	size_t n = strlen(msg);
+
+	run_list_providers(avail, sizeof(avail));
+	snprintf(quoted, sizeof(quoted), "'%s'", provider);
+	if (strstr(avail, quoted))
+		return;	/* it is there: the failure was something else */
+	snprintf(msg + n, len - n, "; provider '%s' is not available here (libfabric offers: %s)",
+		 provider, avail[0] ? avail : "none");
+}
+
+/*
+ * --handshake kmod needs the module: say so before any rank starts, in the
+ * user's terms (the library's log names its own option fields).
+ */
+static int check_handshake(const struct run_opts *o)
+{
+	int fd;
+
+	if (o->handshake != NPROXY_HS_KMOD)
+		return 0;
+	if (access("/dev/nproxy", F_OK)) {
+		fprintf(stderr, "nproxy-run: --handshake kmod: /dev/nproxy does not exist: the nproxy module is not loaded (modprobe nproxy), or use --handshake memfd or auto\n");
+		return RUN_EXIT_FAILURE;
+	}
+	fd = open("/dev/nproxy", O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "nproxy-run: --handshake kmod: cannot open /dev/nproxy: %s%s\n", strerror(errno),
+			errno == EACCES || errno == EPERM ?
+			" (it is root-only unless the udev rule 60-nproxy.rules gives group nproxy access: join that group)" : "");
+		return RUN_EXIT_FAILURE;
+	}
+	close(fd);
+	return 0;
 }
 
 static char crash_who[80];
@@ -106,7 +155,7 @@ static int run_launched(const struct run_opts *o, struct run_place *place)
 {
 	struct run_proc_record *rec = calloc(1, run_record_size(o));
 	struct run_proc_record *recs[1];
-	struct progress_thread pt = { .rec = rec };
+	struct progress_thread pt = { .rec = rec, .o = o, .place = place };
 	pthread_t tid = 0;
 	double t0 = run_now();
 	int code;
@@ -125,20 +174,21 @@ static int run_launched(const struct run_opts *o, struct run_place *place)
 		 (int)getpid());
 	run_crash_install(rec, true, crash_who);
 	run_progress_init(&pt.prog, o, place->proc_rank == 0, isatty(STDERR_FILENO));
-	if (pt.prog.enabled)
+	if (place->proc_rank == 0 && !o->json)
 		pthread_create(&tid, NULL, progress_main, &pt);
 	code = run_job(o, place, rec);
 	pt.stop = true;
 	if (tid)
 		pthread_join(tid, NULL);
 	run_progress_finish(&pt.prog);
+	if (code == RUN_EXIT_FAILURE && o->provider && strstr(rec->error, "libfabric engine"))
+		explain_provider(o->provider, rec->error, sizeof(rec->error));
 	if (code)
 		fprintf(stderr, "nproxy-run: %s\n", rec->error[0] ? rec->error : "failed");
 	/* Rank 0 reports what its process measured (ranks time the same ops). */
-	if (place->proc_rank == 0 &&
-	    (code == RUN_EXIT_OK || code == RUN_EXIT_VERIFY || o->json)) {
+	if (place->proc_rank == 0) {
 		recs[0] = rec;
-		run_report(o, place, recs, 1, code, rec->error, run_now() - t0);
+		run_report(o, place, &pt.table, recs, 1, code, rec->error, run_now() - t0);
 	}
 	free(rec);
 	return code;
@@ -192,6 +242,7 @@ static int run_forked(const struct run_opts *o)
 	struct run_proc_record *recs[RUN_MAX_RANKS];
 	struct child kids[RUN_MAX_RANKS];
 	struct run_progress prog;
+	struct run_table table = { 0 };
 	struct sigaction sa = { .sa_handler = on_interrupt };
 	double t0 = run_now(), hard_deadline, grace_until = 0;
 	char what[96], msg[700] = "";
@@ -282,6 +333,10 @@ static int run_forked(const struct run_opts *o)
 			if (d < done)
 				done = d;
 		}
+		if (run_sizes_finished(o, recs, P) > table.rows_printed) {
+			run_progress_finish(&prog);
+			run_table_stream(&table, o, &place, recs, P);
+		}
 		if (alive && done != UINT64_MAX) {
 			uint32_t si = prog.total ? (uint32_t)(done / (o->warmup + o->iters)) : 0;
 			char sz[48] = "";
@@ -348,6 +403,8 @@ static int run_forked(const struct run_opts *o)
 				 ? recs[first_bad]->error : "failed without a message");
 		}
 	}
+	if (code == RUN_EXIT_FAILURE && o->provider && strstr(msg, "libfabric engine"))
+		explain_provider(o->provider, msg, sizeof(msg));
 	if (msg[0]) {
 		fprintf(stderr, "nproxy-run: %s\n", msg);
 		/* Other ranks' own view, when it adds something (e.g. who saw the death). */
@@ -356,8 +413,8 @@ static int run_forked(const struct run_opts *o)
 			    !(WIFEXITED(kids[p].status) && WEXITSTATUS(kids[p].status) == 0))
 				fprintf(stderr, "nproxy-run:   also: %s\n", recs[p]->error);
 	}
-	if (code == RUN_EXIT_OK || code == RUN_EXIT_VERIFY || o->json)
-		run_report(o, &place, recs, P, code, msg, run_now() - t0);
+	/* Every finished size is reported, whatever stopped the run. */
+	run_report(o, &place, &table, recs, P, code, msg, run_now() - t0);
 	/* A rank that died by a signal could not remove its shm regions. */
 	for (uint32_t p = 0; p < P; p++)
 		if (kids[p].status == -1 || WIFSIGNALED(kids[p].status))
@@ -376,6 +433,9 @@ int main(int argc, char **argv)
 	if (code)
 		return code;
 	code = run_detect_launcher(&place);
+	if (code)
+		return code;
+	code = check_handshake(&o);
 	if (code)
 		return code;
 	if (place.launched) {

@@ -49,13 +49,14 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 "Usage: nproxyctl [--json] COMMAND [ARGS]\n"
+"       nproxyctl help [COMMAND] | COMMAND --help | --version\n"
 "\n"
 "Read commands (--json for machine-readable output):\n"
 "  info                          ABI version and limits of the loaded module\n"
 "  regions                       every live region (netlink dump)\n"
 "  stats [--reset]               module-wide counters (--reset: zero them, needs CAP_NET_ADMIN)\n"
 "  watch [--count N] [--timeout S]\n"
-"                                print netlink events until interrupted\n"
+"                                print netlink events, timestamped, until interrupted\n"
 "  state REGION                  one region's state (triggers, program, counters)\n"
 "  sem get REGION SEM            read a semaphore\n"
 "\n"
@@ -90,14 +91,140 @@ static void usage(FILE *f)
 static int usage_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int usage_err(const char *fmt, ...)
 {
+	char msg[512];
 	va_list ap;
 
-	fprintf(stderr, "%s: ", ctl_prog);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "\nTry 'nproxyctl --help'.\n");
+	ctl_report_error("usage-error", msg);
+	if (!ctl_json)
+		fprintf(stderr, "Try 'nproxyctl help' or 'nproxyctl COMMAND --help'.\n");
 	return CTL_USAGE;
+}
+
+/*
+ * Every subcommand: its arguments and what it does, for `nproxyctl help`,
+ * `nproxyctl help CMD` and `nproxyctl CMD --help` (and bash completion,
+ * which reads the list).  A new subcommand adds a row here and a branch in
+ * main()'s dispatch.
+ */
+struct ctl_cmd_help {
+	const char *name;
+	const char *args;
+	const char *text;
+};
+
+static const struct ctl_cmd_help cmd_help[] = {
+	{ "info", "", "ABI version and limits of the loaded module (NPROXY_IOC_GET_INFO)." },
+	{ "regions", "", "Every live region, from the module's generic netlink dump." },
+	{ "stats", "[--reset]",
+	  "Module-wide counters.  --reset zeroes them first (needs CAP_NET_ADMIN)." },
+	{ "watch", "[--count N] [--timeout S]",
+	  "Print the module's netlink events as they arrive, each with the UTC time it was\n"
+	  "received (\"time\") and CLOCK_MONOTONIC seconds (\"mono_s\"), until Ctrl-C, N events\n"
+	  "or S seconds.  With --json, one object per line." },
+	{ "state", "REGION", "One region's state: triggers, program, counters." },
+	{ "sem", "get REGION SEM | set REGION SEM VALUE | inc REGION SEM VALUE",
+	  "Read, set or add to a semaphore of a region." },
+	{ "trigger", "REGION STREAM [VALUE]",
+	  "Write a trigger word as the device would (VALUE default 1)." },
+	{ "program", "REGION FILE [--no-wait] [--timeout S] | --check FILE",
+	  "Submit a device program written in the text format and wait for its result\n"
+	  "(--no-wait: do not).  --check only parses FILE and prints the steps.\n"
+	  "Format: one step per line, '#' comments:\n"
+	  "  write-trigger STREAM VALUE | wait-sem SEM >= VALUE [timeout 100ms] |\n"
+	  "  delay 50us | inc-sem SEM VALUE | signal VALUE" },
+	{ "create", "[--streams N] [--sems N] [--rank R] [--gid G] [--hold S]",
+	  "Create a region, print its id, keep it until SIGINT/SIGTERM (or S seconds)." },
+	{ "shm-sweep", "[--dry-run] [--pid PID] [--dir DIR]",
+	  "Remove libfabric shm regions (/dev/shm/<pid>:<uid>:<n>) of processes that no\n"
+	  "longer exist and no live process uses (the library's own sweep)." },
+	{ "top", "[--count N] [--interval S] [--pid PID]",
+	  "A live view of every proxy on the host (process, rank, worker, tasks by state,\n"
+	  "op rate, worker CPU), refreshed every S seconds (default 1); --json: one object\n"
+	  "per refresh.  See nproxyctl(8)." },
+	{ "hang-report", "[--min-age S] [--pid PID]",
+	  "Who waits for whom: every task in flight for at least S seconds (default 5),\n"
+	  "with the trigger word, device program step and semaphore it waits on.  Exit 5\n"
+	  "when a hang is found, 0 when not.  See nproxyctl(8)." },
+	{ "help", "[COMMAND]", "This list, or one command's help." },
+};
+
+static const struct ctl_cmd_help *find_cmd_help(const char *name)
+{
+	for (size_t i = 0; i < sizeof(cmd_help) / sizeof(cmd_help[0]); i++)
+		if (!strcmp(cmd_help[i].name, name))
+			return &cmd_help[i];
+	return NULL;
+}
+
+static int cmd_help_print(const char *name)
+{
+	const struct ctl_cmd_help *h;
+
+	if (!name) {
+		usage(stdout);
+		return CTL_OK;
+	}
+	h = find_cmd_help(name);
+	if (!h)
+		return usage_err("unknown command '%s'", name);
+	printf("Usage: nproxyctl [--json] %s%s%s\n\n%s\n", h->name, *h->args ? " " : "", h->args,
+	       h->text);
+	if (strcmp(h->name, "help") && strcmp(h->name, "shm-sweep") && strcmp(h->name, "program"))
+		printf("\nREGION is a region id (see `nproxyctl regions`) or PID:FD.\n");
+	printf("Exit status: 0 ok, 1 failed, 2 usage, 3 module not loaded, 4 permission denied.\n");
+	return CTL_OK;
+}
+
+/* --version: this tool, and the module that is loaded (if one is). */
+static int print_version(void)
+{
+	char ver[64] = "";
+	FILE *f = fopen("/sys/module/nproxy/version", "r");
+	struct nproxy_info info;
+	int fd;
+
+	if (f) {
+		if (!fgets(ver, sizeof(ver), f))
+			ver[0] = '\0';
+		ver[strcspn(ver, "\n")] = '\0';
+		fclose(f);
+	}
+	memset(&info, 0, sizeof(info));
+	fd = open(CTL_DEV_PATH, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 && ioctl(fd, NPROXY_IOC_GET_INFO, &info))
+		info.abi_version = 0;
+	if (fd >= 0)
+		close(fd);
+	if (ctl_json) {
+		struct json_writer w;
+
+		json_init(&w, stdout, false);
+		json_obj_begin(&w, NULL);
+		json_str(&w, "tool", "nproxyctl");
+		json_str(&w, "version", NPROXY_VERSION);
+		json_u64(&w, "abi_version", NPROXY_ABI_VERSION);
+		json_bool(&w, "module_loaded", access("/sys/module/nproxy", F_OK) == 0);
+		json_str(&w, "module_version", ver[0] ? ver : NULL);
+		if (info.abi_version)
+			json_u64(&w, "module_abi_version", info.abi_version);
+		else
+			json_str(&w, "module_abi_version", NULL);
+		json_obj_end(&w);
+		json_finish(&w);
+		return CTL_OK;
+	}
+	printf("nproxyctl %s (ABI %u)\n", NPROXY_VERSION, NPROXY_ABI_VERSION);
+	if (access("/sys/module/nproxy", F_OK))
+		printf("module: not loaded\n");
+	else if (info.abi_version)
+		printf("module: nproxy %s (ABI %u)\n", ver[0] ? ver : "?", info.abi_version);
+	else
+		printf("module: nproxy %s (ABI unknown: cannot open %s)\n", ver[0] ? ver : "?",
+		       CTL_DEV_PATH);
+	return CTL_OK;
 }
 
 static int parse_u64_arg(const char *s, uint64_t *v)
@@ -173,12 +300,18 @@ static int cmd_info(void)
 struct print_ctx {
 	struct json_writer w;
 	unsigned long n;
+	const char *time;	/* watch: when the event was received, or NULL */
+	double mono_s;
 };
 
 static void print_attrs(struct print_ctx *pc, const struct ctl_attrs *a)
 {
 	if (opt.json) {
 		json_obj_begin(&pc->w, NULL);
+		if (pc->time) {
+			json_str(&pc->w, "time", pc->time);
+			json_double(&pc->w, "mono_s", pc->mono_s);
+		}
 		for (int i = 1; i <= NPROXY_A_MAX; i++) {
 			if (!a->present[i] || !ctl_attr_name(i))
 				continue;
@@ -192,6 +325,8 @@ static void print_attrs(struct print_ctx *pc, const struct ctl_attrs *a)
 		json_obj_end(&pc->w);
 		return;
 	}
+	if (pc->time)
+		printf("%s mono=%.6f ", pc->time, pc->mono_s);
 	for (int i = 1, first = 1; i <= NPROXY_A_MAX; i++) {
 		if (!a->present[i] || !ctl_attr_name(i))
 			continue;
@@ -258,15 +393,37 @@ static int cmd_stats(void)
 	return rc(ret);
 }
 
+/* When watch received an event: wall clock (UTC, to the microsecond) and
+ * CLOCK_MONOTONIC, to line it up with logs (the library's are monotonic). */
+static void watch_stamp(char *utc, size_t len, double *mono)
+{
+	struct timespec wall, m;
+	struct tm tm;
+	size_t n;
+
+	clock_gettime(CLOCK_REALTIME, &wall);
+	clock_gettime(CLOCK_MONOTONIC, &m);
+	gmtime_r(&wall.tv_sec, &tm);
+	n = strftime(utc, len, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(utc + n, len - n, ".%06ldZ", wall.tv_nsec / 1000);
+	*mono = m.tv_sec + m.tv_nsec / 1e9;
+}
+
 static int watch_cb(const struct ctl_attrs *a, void *arg)
 {
 	struct print_ctx *pc = arg;
+	char utc[48];
+	double mono;
 
 	if (a->cmd != NPROXY_CMD_EVENT)
 		return 0;
+	watch_stamp(utc, sizeof(utc), &mono);
+	pc->time = utc;
+	pc->mono_s = mono;
 	if (opt.json)
 		json_init(&pc->w, stdout, false);	/* one object per line */
 	print_attrs(pc, a);
+	pc->time = NULL;
 	if (opt.json)
 		json_finish(&pc->w);
 	fflush(stdout);
@@ -517,7 +674,22 @@ static int cmd_program(int argc, char **argv)
 		ret = load_program(argv[0], &steps, &n);
 		if (ret)
 			return ret;
-		for (uint32_t i = 0; i < n; i++) {
+		if (opt.json) {
+			struct json_writer w;
+
+			json_init(&w, stdout, false);
+			json_obj_begin(&w, NULL);
+			json_str(&w, "file", argv[0]);
+			json_arr_begin(&w, "steps");
+			for (uint32_t i = 0; i < n; i++) {
+				prog_text_format(&steps[i], line, sizeof(line));
+				json_str(&w, NULL, line);
+			}
+			json_arr_end(&w);
+			json_obj_end(&w);
+			json_finish(&w);
+		}
+		for (uint32_t i = 0; i < n && !opt.json; i++) {
 			prog_text_format(&steps[i], line, sizeof(line));
 			printf("%u: %s\n", i, line);
 		}
@@ -661,15 +833,18 @@ int main(int argc, char **argv)
 	char *end;
 	int c;
 
+	bool help = false, version = false;
+
 	/* top, hang-report: self-contained, with options of their own (ctl_top.c). */
 	if (ctl_proxy_cmd_match(argc, argv))
 		return ctl_proxy_main(argc, argv);
+	opterr = 0;	/* our own message, JSON with --json */
 	while ((c = getopt_long(argc, argv, "jhV", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'j': opt.json = true; break;
-		case 'h': usage(stdout); return CTL_OK;
-		case 'V': printf("nproxyctl %s (ABI %u)\n", NPROXY_VERSION, NPROXY_ABI_VERSION);
-			return CTL_OK;
+		case 'j': opt.json = ctl_json = true; break;
+		/* After the loop: `nproxyctl sem --help` is sem's help. */
+		case 'h': help = true; break;
+		case 'V': version = true; break;
 		case O_COUNT:
 			opt.count = strtol(optarg, &end, 10);
 			if (*end || opt.count <= 0)
@@ -715,12 +890,20 @@ int main(int argc, char **argv)
 			break;
 		}
 		default:
-			fprintf(stderr, "Try 'nproxyctl --help'.\n");
-			return CTL_USAGE;
+			return usage_err("unknown option or missing argument: '%s'", argv[optind - 1]);
 		}
 	}
+	if (version)
+		return print_version();
+	if (help)
+		return cmd_help_print(optind < argc ? argv[optind] : NULL);
 	if (optind >= argc)
 		return usage_err("%s", "missing command");
+	if (!strcmp(argv[optind], "help")) {
+		if (argc - optind > 2)
+			return usage_err("%s", "usage: help [COMMAND]");
+		return cmd_help_print(optind + 1 < argc ? argv[optind + 1] : NULL);
+	}
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	cmd = argv[optind];

@@ -54,6 +54,7 @@ struct run_opts {
 	bool one_thread_per_core;
 	uint32_t device_delay_us;
 	double timeout_s;
+	bool sizes_given;		/* -s, or one of -b/-e/-f */
 	bool json;
 	bool quiet;
 	bool procs_given;
@@ -105,8 +106,13 @@ size_t run_record_size(const struct run_opts *o);
 int run_parse_opts(int argc, char **argv, struct run_opts *o);
 int run_parse_size(const char *s, uint64_t *out);
 int run_parse_sizes(const char *s, struct run_opts *o);
+/* Same, with why[] saying what is wrong with s (one message per kind of mistake). */
+int run_parse_sizes_why(const char *s, struct run_opts *o, char *why, size_t len);
 const char *run_coll_name(enum run_collective c);
 void run_usage(FILE *f);
+
+/* run_fabric.c: "'shm', 'tcp;ofi_rxm', ..." (RDM + tagged), empty if none. */
+void run_list_providers(char *buf, size_t len);
 
 /* run_env.c: fills place from the environment; 0, or RUN_EXIT_USAGE with a message. */
 int run_detect_launcher(struct run_place *place);
@@ -163,10 +169,29 @@ double run_now(void);
 void run_progress_init(struct run_progress *p, const struct run_opts *o, bool enabled, bool tty);
 void run_progress_update(struct run_progress *p, uint64_t done, const char *what);
 void run_progress_finish(struct run_progress *p);
+/*
+ * The results table, streamed as nccl-tests prints it: the header once the
+ * first size is done (provider and handshake are known by then), one row
+ * per size as soon as every process has finished it, a footer at the end.
+ * run_table_stream() prints every newly finished size; run_report() calls
+ * it a last time, so an interrupted run keeps every finished row.
+ */
+struct run_table {
+	uint32_t rows_printed;
+	uint32_t wrong;			/* iterations with a mismatch, all rows */
+	double busbw_sum;		/* GB/s over the printed rows */
+	uint32_t busbw_rows;
+};
+void run_table_stream(struct run_table *t, const struct run_opts *o, const struct run_place *place,
+		      struct run_proc_record **recs, uint32_t n_recs);
+/* Sizes every record has finished (all warmup + timed iterations). */
+uint32_t run_sizes_finished(const struct run_opts *o, struct run_proc_record **recs,
+			    uint32_t n_recs);
 /* recs: n_procs records; prints the table or JSON to stdout. */
 void run_report(const struct run_opts *o, const struct run_place *place,
-		struct run_proc_record **recs, uint32_t n_recs, int exit_code,
-		const char *error, double elapsed_s);
+		struct run_table *table, struct run_proc_record **recs, uint32_t n_recs,
+		int exit_code, const char *error, double elapsed_s);
 double run_busbw_factor(enum run_collective c, uint32_t world);
+
 
 #endif

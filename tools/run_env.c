@@ -2,7 +2,8 @@
 /*
  * nproxy-run: where am I in the job?  Launchers announce rank, size and
  * local rank through the environment; the first complete set wins, in the
- * order NPROXY_*, Open MPI, Slurm, PMIx.  None: self-fork mode.
+ * order NPROXY_*, Open MPI, Slurm, PMIx, MPICH (Hydra's PMI_RANK/PMI_SIZE,
+ * MPI_LOCALRANKID/MPI_LOCALNRANKS).  None: self-fork mode.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,7 @@ static const struct launcher_vars launchers[] = {
 	  "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE" },
 	{ "slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE" },
 	{ "pmix", "PMIX_RANK", "PMIX_SIZE", "PMIX_LOCAL_RANK", "PMIX_LOCAL_SIZE" },
+	{ "mpich", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS" },
 };
 
 int run_detect_launcher(struct run_place *p)

@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 /* nproxy-run: progress bar, results table and JSON report. */
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/ioctl.h>
+#include <linux/nproxy.h>
+#include <rdma/fabric.h>
 #include "json_writer.h"
 #include "run.h"
 
@@ -48,8 +52,9 @@ void run_progress_init(struct run_progress *p, const struct run_opts *o, bool en
 }
 
 /*
- * Shown only once the run has taken a second: a bar on a terminal, else a
- * plain line per finished size (logs and pipes stay readable).
+ * Shown only once the run has taken a second, and only on a terminal: the
+ * table rows (stdout) say which sizes are done; the bar (stderr) is cleared
+ * before each row is printed.
  */
 void run_progress_update(struct run_progress *p, uint64_t done, const char *what)
 {
@@ -59,17 +64,9 @@ void run_progress_update(struct run_progress *p, uint64_t done, const char *what
 
 	if (!p->enabled || elapsed < 1.0 || !p->total)
 		return;
-	if (!p->tty) {
-		while (p->sizes_reported < p->o->n_sizes &&
-		       done >= (p->sizes_reported + 1) * p->per_size) {
-			fprintf(stderr, "nproxy-run: %s %llu B done (%u iterations), %.1f s\n",
-				run_coll_name(p->o->coll),
-				(unsigned long long)p->o->sizes[p->sizes_reported],
-				p->o->iters, elapsed);
-			p->sizes_reported++;
-		}
+	/* Off a terminal the streamed table rows are the progress. */
+	if (!p->tty)
 		return;
-	}
 	if (elapsed - p->last_draw < 0.1)
 		return;
 	p->last_draw = elapsed;
@@ -114,7 +111,7 @@ struct size_row {
 	uint64_t bytes;
 	uint32_t iters;
 	double median_us, p99_us, min_us, max_us;
-	double algbw, busbw;		/* GB/s (1e9 bytes/s) */
+	double algbw, busbw;		/* GB/s (1e9 bytes/s), not Gbit/s */
 	uint32_t verify_errors;
 	double cpu_s;			/* every process's CPU during the timed ops */
 	double wall_s;			/* the slowest process's wall time of them */
@@ -176,115 +173,226 @@ static const char *exit_name(int code)
 	case RUN_EXIT_USAGE: return "usage-error";
 	case RUN_EXIT_TIMEOUT: return "timeout";
 	case RUN_EXIT_DEAD: return "rank-died";
-	default: return "failure";
+	default: return code > 128 ? "interrupted" : "failure";
 	}
 }
 
-void run_report(const struct run_opts *o, const struct run_place *place,
-		struct run_proc_record **recs, uint32_t n_recs, int exit_code,
-		const char *error, double elapsed_s)
+/* Every word is a uint32_t (the check pattern); only allreduce reduces. */
+static const char *data_type(void)
 {
-	uint32_t world = place->n_procs * o->ranks_per_proc, n_sizes = 0;
-	struct size_row rows[RUN_MAX_SIZES];
-	uint32_t tmin = UINT32_MAX, tmax = 0;
+	return "uint32";
+}
 
+static const char *reduction_op(enum run_collective c)
+{
+	return c == RUN_ALLREDUCE ? "sum" : "none";
+}
+
+/* The loaded module's ABI, or 0 when there is no /dev/nproxy to ask. */
+static uint32_t module_abi(void)
+{
+	struct nproxy_info info;
+	int fd = open("/dev/" NPROXY_DEVICE_NAME, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	memset(&info, 0, sizeof(info));
+	if (ioctl(fd, NPROXY_IOC_GET_INFO, &info))
+		info.abi_version = 0;
+	close(fd);
+	return info.abi_version;
+}
+
+uint32_t run_sizes_finished(const struct run_opts *o, struct run_proc_record **recs,
+			    uint32_t n_recs)
+{
+	uint64_t per_size = (uint64_t)o->warmup + o->iters, done = UINT64_MAX;
+
+	if (!n_recs || !per_size)
+		return 0;
 	for (uint32_t p = 0; p < n_recs; p++) {
-		if (recs[p]->proxy_threads < tmin)
-			tmin = recs[p]->proxy_threads;
-		if (recs[p]->proxy_threads > tmax)
-			tmax = recs[p]->proxy_threads;
-	}
-	if (!n_recs)
-		tmin = 0;
-	/* Rows for sizes every process started (bytes set). */
-	for (uint32_t si = 0; si < o->n_sizes; si++) {
-		bool all = n_recs > 0;
+		uint64_t d = __atomic_load_n(&recs[p]->progress, __ATOMIC_ACQUIRE);
 
-		for (uint32_t p = 0; p < n_recs; p++)
-			all = all && recs[p]->sizes[si].bytes;
-		if (!all)
-			break;
-		make_row(o, recs, n_recs, si, world, &rows[n_sizes++]);
+		if (d < done)
+			done = d;
 	}
+	done /= per_size;
+	return done < o->n_sizes ? (uint32_t)done : o->n_sizes;
+}
 
-	if (o->json) {
-		struct json_writer w;
-
-		json_init(&w, stdout, true);
-		json_obj_begin(&w, NULL);
-		json_str(&w, "tool", "nproxy-run");
-		json_str(&w, "version", NPROXY_VERSION);
-		json_str(&w, "collective", run_coll_name(o->coll));
-		json_u64(&w, "world_size", world);
-		json_u64(&w, "procs", place->n_procs);
-		json_u64(&w, "ranks_per_proc", o->ranks_per_proc);
-		json_str(&w, "launcher", place->launcher);
-		json_str(&w, "provider", n_recs && recs[0]->provider[0] ? recs[0]->provider : NULL);
-		json_str(&w, "handshake", n_recs && recs[0]->handshake[0] ? recs[0]->handshake : NULL);
-		json_u64(&w, "ranks_per_proxy", o->ranks_per_proxy);
-		json_bool(&w, "one_thread_per_core", o->one_thread_per_core);
-		json_u64(&w, "device_delay_us", o->device_delay_us);
-		json_u64(&w, "warmup", o->warmup);
-		json_arr_begin(&w, "proxy_threads_per_proc");
-		for (uint32_t p = 0; p < n_recs; p++)
-			json_u64(&w, NULL, recs[p]->proxy_threads);
-		json_arr_end(&w);
-		json_arr_begin(&w, "results");
-		for (uint32_t i = 0; i < n_sizes; i++) {
-			json_obj_begin(&w, NULL);
-			json_u64(&w, "bytes", rows[i].bytes);
-			json_u64(&w, "iters", rows[i].iters);
-			json_double(&w, "median_us", rows[i].median_us);
-			json_double(&w, "p99_us", rows[i].p99_us);
-			json_double(&w, "min_us", rows[i].min_us);
-			json_double(&w, "max_us", rows[i].max_us);
-			json_double(&w, "algbw_gbps", rows[i].algbw);
-			json_double(&w, "busbw_gbps", rows[i].busbw);
-			json_bool(&w, "verified", rows[i].verify_errors == 0 && rows[i].iters > 0);
-			json_u64(&w, "verify_errors", rows[i].verify_errors);
-			json_double(&w, "cpu_s", rows[i].cpu_s);
-			json_double(&w, "timed_wall_s", rows[i].wall_s);
-			json_double(&w, "cpu_us_per_op", rows[i].iters ?
-				    rows[i].cpu_s * 1e6 / rows[i].iters : NAN);
-			json_obj_end(&w);
-		}
-		json_arr_end(&w);
-		json_str(&w, "status", exit_name(exit_code));
-		json_u64(&w, "exit_code", (uint64_t)exit_code);
-		json_str(&w, "error", error && *error ? error : NULL);
-		json_double(&w, "elapsed_s", elapsed_s);
-		json_obj_end(&w);
-		json_finish(&w);
-		return;
+static void proxy_threads_range(struct run_proc_record **recs, uint32_t n_recs,
+				uint32_t *tmin, uint32_t *tmax)
+{
+	*tmin = n_recs ? UINT32_MAX : 0;
+	*tmax = 0;
+	for (uint32_t p = 0; p < n_recs; p++) {
+		if (recs[p]->proxy_threads < *tmin)
+			*tmin = recs[p]->proxy_threads;
+		if (recs[p]->proxy_threads > *tmax)
+			*tmax = recs[p]->proxy_threads;
 	}
-	if (!n_sizes)
-		return;
+}
+
+static void print_header(const struct run_opts *o, const struct run_place *place,
+			 const struct run_proc_record *rec0)
+{
+	uint32_t world = place->n_procs * o->ranks_per_proc, abi = module_abi();
+	uint32_t fi = fi_version();
+	char host[256] = "?", abi_str[64];
+
+	gethostname(host, sizeof(host) - 1);
+	if (abi)
+		snprintf(abi_str, sizeof(abi_str), "%u", abi);
+	else
+		snprintf(abi_str, sizeof(abi_str), "n/a (no /dev/nproxy)");
 	if (!o->quiet) {
 		printf("# nproxy-run %s: %s, %u ranks (%u procs x %u), provider %s, handshake %s, device delay %u us\n",
 		       NPROXY_VERSION, run_coll_name(o->coll), world, place->n_procs, o->ranks_per_proc,
-		       recs[0]->provider[0] ? recs[0]->provider : "?",
-		       recs[0]->handshake[0] ? recs[0]->handshake : "?", o->device_delay_us);
-		printf("# latency: slowest process per iteration; algbw = size / median; busbw = algbw x %.3g\n",
-		       run_busbw_factor(o->coll, world));
+		       rec0->provider[0] ? rec0->provider : "?",
+		       rec0->handshake[0] ? rec0->handshake : "?", o->device_delay_us);
+		printf("# host %s, pid %d, launcher %s, libfabric %u.%u, module ABI %s (tool built for %u)\n",
+		       host, (int)getpid(), place->launcher, FI_MAJOR(fi), FI_MINOR(fi), abi_str,
+		       NPROXY_ABI_VERSION);
+		printf("# data type %s, reduction op %s; %u warmup + %u timed iterations per size\n",
+		       data_type(), reduction_op(o->coll), o->warmup, o->iters);
+		printf("# time: slowest process per iteration; algbw = size / median (GB/s = 1e9 B/s); busbw = algbw x %.3g%s\n",
+		       run_busbw_factor(o->coll, world),
+		       o->iters < 100 ? "; p99 is the slowest iteration below 100 iterations" : "");
+		printf("# #wrong: iterations whose result did not verify (0 = every byte checked and right)\n");
 	}
-	printf("%10s %6s %12s %12s %10s %10s %8s %8s\n", "size", "iters", "median(us)", "p99(us)",
-	       "algbw", "busbw", "verify", "proxies");
-	printf("%10s %6s %12s %12s %10s %10s %8s %8s\n", "(B)", "", "", "", "(GB/s)", "(GB/s)", "",
-	       "/proc");
-	for (uint32_t i = 0; i < n_sizes; i++) {
-		char sz[32], verify[24], thr[24];
+	printf("%10s %10s %7s %5s %6s %12s %12s %10s %10s %7s %8s\n", "size", "count", "type", "redop",
+	       "iters", "median(us)", "p99(us)", "algbw", "busbw", "#wrong", "proxies");
+	printf("%10s %10s %7s %5s %6s %12s %12s %10s %10s %7s %8s\n", "(B)", "(elems)", "", "", "", "",
+	       "", "(GB/s)", "(GB/s)", "", "/proc");
+}
 
-		human_size(rows[i].bytes, sz, sizeof(sz));
-		if (rows[i].verify_errors)
-			snprintf(verify, sizeof(verify), "FAIL(%u)", rows[i].verify_errors);
-		else
-			snprintf(verify, sizeof(verify), "%s", rows[i].iters ? "OK" : "-");
+void run_table_stream(struct run_table *t, const struct run_opts *o, const struct run_place *place,
+		      struct run_proc_record **recs, uint32_t n_recs)
+{
+	uint32_t world = place->n_procs * o->ranks_per_proc, done, tmin, tmax;
+
+	if (o->json || !n_recs)
+		return;
+	done = run_sizes_finished(o, recs, n_recs);
+	if (t->rows_printed >= done)
+		return;
+	proxy_threads_range(recs, n_recs, &tmin, &tmax);
+	if (!t->rows_printed)
+		print_header(o, place, recs[0]);
+	for (; t->rows_printed < done; t->rows_printed++) {
+		struct size_row row;
+		char sz[32], thr[24];
+
+		make_row(o, recs, n_recs, t->rows_printed, world, &row);
+		human_size(row.bytes, sz, sizeof(sz));
 		if (tmin == tmax)
 			snprintf(thr, sizeof(thr), "%u", tmin);
 		else
 			snprintf(thr, sizeof(thr), "%u-%u", tmin, tmax);
-		printf("%10s %6u %12.1f %12.1f %10.3f %10.3f %8s %8s\n", sz, rows[i].iters,
-		       rows[i].median_us, rows[i].p99_us, rows[i].algbw, rows[i].busbw, verify, thr);
+		printf("%10s %10llu %7s %5s %6u %12.1f %12.1f %10.3f %10.3f %7u %8s\n", sz,
+		       (unsigned long long)(row.bytes / sizeof(uint32_t)), data_type(),
+		       reduction_op(o->coll), row.iters, row.median_us, row.p99_us, row.algbw,
+		       row.busbw, row.verify_errors, thr);
+		t->wrong += row.verify_errors;
+		if (!isnan(row.busbw)) {
+			t->busbw_sum += row.busbw;
+			t->busbw_rows++;
+		}
 	}
 	fflush(stdout);
+}
+
+void run_report(const struct run_opts *o, const struct run_place *place,
+		struct run_table *table, struct run_proc_record **recs, uint32_t n_recs,
+		int exit_code, const char *error, double elapsed_s)
+{
+	uint32_t world = place->n_procs * o->ranks_per_proc, n_sizes, abi, fi;
+	struct size_row rows[RUN_MAX_SIZES];
+	char host[256] = "?", fi_ver[32];
+	struct json_writer w;
+
+	/* Rows for the sizes every process finished. */
+	n_sizes = run_sizes_finished(o, recs, n_recs);
+	if (!o->json) {
+		run_table_stream(table, o, place, recs, n_recs);
+		if (!table->rows_printed)
+			return;
+		printf("# Out of bounds values : %u %s\n", table->wrong, table->wrong ? "FAILED" : "OK");
+		printf("# Avg bus bandwidth    : %.3f GB/s (%u of %u sizes%s)\n",
+		       table->busbw_rows ? table->busbw_sum / table->busbw_rows : 0.0,
+		       table->busbw_rows, o->n_sizes,
+		       exit_code > 128 ? ", interrupted" : exit_code ? ", stopped early" : "");
+		fflush(stdout);
+		return;
+	}
+	for (uint32_t si = 0; si < n_sizes; si++)
+		make_row(o, recs, n_recs, si, world, &rows[si]);
+	gethostname(host, sizeof(host) - 1);
+	abi = module_abi();
+	fi = fi_version();
+	snprintf(fi_ver, sizeof(fi_ver), "%u.%u", FI_MAJOR(fi), FI_MINOR(fi));
+	json_init(&w, stdout, true);
+	json_obj_begin(&w, NULL);
+	json_str(&w, "tool", "nproxy-run");
+	json_str(&w, "version", NPROXY_VERSION);
+	json_str(&w, "host", host);
+	json_u64(&w, "pid", (uint64_t)getpid());
+	json_str(&w, "collective", run_coll_name(o->coll));
+	json_str(&w, "data_type", data_type());
+	json_str(&w, "reduction_op", reduction_op(o->coll));
+	json_u64(&w, "world_size", world);
+	json_u64(&w, "procs", place->n_procs);
+	json_u64(&w, "ranks_per_proc", o->ranks_per_proc);
+	json_str(&w, "launcher", place->launcher);
+	json_str(&w, "provider", n_recs && recs[0]->provider[0] ? recs[0]->provider : NULL);
+	json_str(&w, "libfabric_version", fi_ver);
+	json_str(&w, "handshake", n_recs && recs[0]->handshake[0] ? recs[0]->handshake : NULL);
+	if (abi)
+		json_u64(&w, "module_abi", abi);
+	else
+		json_str(&w, "module_abi", NULL);
+	/* Not given: the library's choice (NPROXY_RANKS_PER_PROXY, else 1). */
+	if (o->ranks_per_proxy)
+		json_u64(&w, "ranks_per_proxy", o->ranks_per_proxy);
+	else
+		json_str(&w, "ranks_per_proxy", "default");
+	json_bool(&w, "one_thread_per_core", o->one_thread_per_core);
+	json_u64(&w, "device_delay_us", o->device_delay_us);
+	json_u64(&w, "warmup", o->warmup);
+	json_u64(&w, "iters", o->iters);
+	json_double(&w, "timeout_s", o->timeout_s);
+	json_arr_begin(&w, "proxy_threads_per_proc");
+	for (uint32_t p = 0; p < n_recs; p++)
+		json_u64(&w, NULL, recs[p]->proxy_threads);
+	json_arr_end(&w);
+	json_u64(&w, "sizes_requested", o->n_sizes);
+	json_arr_begin(&w, "results");
+	for (uint32_t i = 0; i < n_sizes; i++) {
+		json_obj_begin(&w, NULL);
+		json_u64(&w, "bytes", rows[i].bytes);
+		json_u64(&w, "count", rows[i].bytes / sizeof(uint32_t));
+		json_u64(&w, "iters", rows[i].iters);
+		json_double(&w, "median_us", rows[i].median_us);
+		json_double(&w, "p99_us", rows[i].p99_us);
+		/* Nearest rank: below 100 iterations p99 is the slowest one. */
+		json_bool(&w, "p99_is_max", rows[i].iters < 100);
+		json_double(&w, "min_us", rows[i].min_us);
+		json_double(&w, "max_us", rows[i].max_us);
+		json_double(&w, "algbw_GBps", rows[i].algbw);
+		json_double(&w, "busbw_GBps", rows[i].busbw);
+		json_bool(&w, "verified", rows[i].verify_errors == 0 && rows[i].iters > 0);
+		json_u64(&w, "verify_errors", rows[i].verify_errors);
+		json_double(&w, "cpu_s", rows[i].cpu_s);
+		json_double(&w, "timed_wall_s", rows[i].wall_s);
+		json_double(&w, "cpu_us_per_op", rows[i].iters ?
+			    rows[i].cpu_s * 1e6 / rows[i].iters : NAN);
+		json_obj_end(&w);
+	}
+	json_arr_end(&w);
+	json_str(&w, "status", exit_name(exit_code));
+	json_u64(&w, "exit_code", (uint64_t)exit_code);
+	json_str(&w, "error", error && *error ? error : NULL);
+	json_double(&w, "elapsed_s", elapsed_s);
+	json_obj_end(&w);
+	json_finish(&w);
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
 /*
- * libnproxy logging.  Messages go to stderr as "nproxy[<pid>]: <text>",
+ * libnproxy logging.  Messages go to stderr as
+ * "nproxy[<pid>] <CLOCK_MONOTONIC s.us> <level> <thread name>: <text>",
  * filtered by NPROXY_LOG_LEVEL (error|warn|info|debug, default warn).
  * A sink can replace stderr: tests use it to check that the library says
  * exactly the seed's words ("Failed to create worker thread: %d", ...).

@@ -44,6 +44,28 @@ expect "run: zero size" 2 "--size: '0'" "$RUN" --size 0
 expect "run: inverted sweep" 2 "--size: '1M:1K'" "$RUN" --size 1M:1K
 expect "run: size too large" 2 "--size: '1G'" "$RUN" --size 1G
 expect "run: bad handshake" 2 "--handshake: 'pci'" "$RUN" --handshake pci
+expect "run: size above the cap says so" 2 "--size: '1G' is above the 256M cap" "$RUN" --size 1G
+expect "run: unknown unit named" 2 "--size: '5X': unknown unit 'X'" "$RUN" --size 5X
+expect "run: not a number" 2 "--size: 'K' is not a number of bytes" "$RUN" --size K
+expect "run: empty list element" 2 "--size: '1K,,2K': an empty size in the list" "$RUN" --size 1K,,2K
+expect "run: inverted sweep says which" 2 "minimum 1048576 B is above its maximum 1024 B" "$RUN" --size 1M:1K
+expect "run: sweep factor 1" 2 "factor is at least 2" "$RUN" --size 1K:8K:1
+expect "run: sweep shape" 2 "a sweep is MIN:MAX or MIN:MAX:FACTOR" "$RUN" --size 1:2:3:4
+expect "run: -t is not a timeout" 2 "-t is not an nproxy-run option: in nccl-tests it is threads" "$RUN" -t 2
+expect "run: -s with -b" 2 "-s and -b/-e/-f both give the sizes" "$RUN" -s 4K -b 1K
+expect "run: -f 1" 2 "--stepfactor: '1'" "$RUN" -b 1K -e 4K -f 1
+expect "run: -e below -b" 2 "minimum 4096 B is above its maximum 1024 B" "$RUN" -b 4K -e 1K
+expect "run: -b 1G" 2 "--minbytes: '1G' is above the 256M cap" "$RUN" -b 1G
+if [[ ! -e /dev/nproxy ]]; then
+	expect "run: --handshake kmod without the module, in the user's terms" 5 \
+		"^nproxy-run: --handshake kmod: /dev/nproxy does not exist: the nproxy module is not loaded" \
+		"$RUN" --handshake kmod -p 2 -s 4K
+fi
+expect "run: library log lines carry monotonic time, level and thread" 5 \
+	"^nproxy\\[[0-9]+\\] [0-9]+\\.[0-9]{6} error [^ :]+: net rank 0: no RDM tagged provider" \
+	env -u NPROXY_HANDSHAKE NPROXY_HANDSHAKE=memfd "$RUN" --provider nosuch -p 2 -s 4K -n 1 --timeout 60
+expect "run: a bad --provider lists the available ones" 5 "provider 'nosuch' is not available here \\(libfabric offers: .*'shm'" \
+	env -u NPROXY_HANDSHAKE NPROXY_HANDSHAKE=memfd "$RUN" --provider nosuch -p 2 -s 4K -n 1 --timeout 60
 expect "run: negative timeout" 2 "--timeout: '-1'" "$RUN" --timeout -1
 expect "run: zero iters" 2 "--iters: '0'" "$RUN" --iters 0
 expect "run: stray argument" 2 "unexpected argument 'foo'" "$RUN" foo
@@ -68,6 +90,13 @@ expect "ctl: trigger usage" 2 "usage: trigger REGION STREAM" "$CTL" trigger
 expect "ctl: bad region name" 2 "bad region 'x:y'" "$CTL" trigger x:y 0
 expect "ctl: bad --count" 2 "--count: '0'" "$CTL" watch --count 0
 expect "ctl: --help" 0 "program REGION FILE" "$CTL" --help
+expect "ctl: help" 0 "nproxyctl help \\[COMMAND\\]" "$CTL" help
+expect "ctl: sem --help is sem's" 0 "^Usage: nproxyctl \\[--json\\] sem get REGION SEM" "$CTL" sem --help
+expect "ctl: help watch" 0 "^Usage: nproxyctl \\[--json\\] watch \\[--count N\\]" "$CTL" help watch
+expect "ctl: help of an unknown command" 2 "unknown command 'frob'" "$CTL" help frob
+expect "ctl: --json usage error is JSON" 2 '^\{"status":"usage-error","error":"unknown command .frob."\}$' "$CTL" --json frob
+expect "ctl: --json unknown option is JSON" 2 '^\{"status":"usage-error","error":"unknown option' "$CTL" --json --bogus
+expect "ctl: --version says whether a module is loaded" 0 "^module: " "$CTL" --version
 expect "ctl: --version" 0 "^nproxyctl [0-9.]+ \\(ABI 1\\)" "$CTL" --version
 expect "ctl: shm-sweep takes no arguments" 2 "shm-sweep takes no arguments" "$CTL" shm-sweep x
 expect "ctl: shm-sweep --pid 0" 2 "--pid: '0' is not a process id" "$CTL" shm-sweep --pid 0
@@ -102,6 +131,10 @@ expect "ctl: duration without unit" 2 "b5.txt:1: delay '5' is not a duration" "$
 printf '# only a comment\n' >"$tmp/b6.txt"
 expect "ctl: empty program" 2 "no steps" "$CTL" program --check "$tmp/b6.txt"
 expect "ctl: missing program file" 1 "nope.txt: No such file" "$CTL" program --check "$tmp/nope.txt"
+expect "ctl: --json program --check prints JSON" 0 '^\{"file":".*good.txt","steps":\["write-trigger 0 1",' \
+	"$CTL" --json program --check "$tmp/good.txt"
+expect "ctl: --json program --check error is JSON" 2 '^\{"status":"(usage-)?error","error":".*b1.txt:3: unknown step' \
+	"$CTL" --json program --check "$tmp/b1.txt"
 
 # Without the module (the host): clear message, exit 3.
 if [[ -e /dev/nproxy ]]; then

@@ -28,7 +28,7 @@ if grep -Eq "^# nproxy-run .*: allgather, 4 ranks \(4 procs x 1\), provider shm,
 else
 	tap_fail "header: allgather, 4 ranks, shm, $want_hs" "$out"
 fi
-rows=$(grep -Ec "^ +(1K|4K|16K|64K|256K|1M) +20 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +OK +1$" <<<"$out")
+rows=$(grep -Ec "^ +(1K|4K|16K|64K|256K|1M) +[0-9]+ +uint32 +none +20 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +0 +1$" <<<"$out")
 if [[ $rows == 6 ]]; then
 	tap_ok "six sizes 1K..1M, 20 iterations each, all verified, one proxy thread per process"
 else

@@ -35,8 +35,8 @@ mark=verify-$$
 out=$(NPROXY_TEST_MARK=$mark NPROXY_RUN_CORRUPT=2 timeout 120 "$RUN" --size 4K --iters 3 --warmup 1 --timeout 90 2>&1)
 rc=$?
 if ((rc == 1)) && grep -Eq "nproxy-run: rank 2: allgather 4096 B iteration [0-9]+: verification error at byte [0-9]+ \(chunk of rank 3\): got 0x[0-9a-f]{8}, expected 0x[0-9a-f]{8}" <<<"$out" &&
-   grep -Eq " 4K +3 .* FAIL\(1\)" <<<"$out"; then
-	tap_ok "corrupted byte: exit 1, rank 2 and the byte named, table says FAIL(1)"
+   grep -Eq " 4K +1024 +uint32 +none +3 .* 1 +1$" <<<"$out" && grep -q "^# Out of bounds values : 1 FAILED" <<<"$out"; then
+	tap_ok "corrupted byte: exit 1, rank 2 and the byte named, #wrong 1 in the table and the footer"
 else
 	tap_fail "corrupted byte: exit 1, rank 2 named" "exit $rc" "$out"
 fi

@@ -35,26 +35,35 @@ d = json.load(open(sys.argv[1]))
 schema = {
     "tool": str, "version": str, "collective": str, "world_size": int, "procs": int,
     "ranks_per_proc": int, "launcher": str, "provider": str, "handshake": str,
-    "ranks_per_proxy": int, "one_thread_per_core": bool, "device_delay_us": int,
+    "ranks_per_proxy": (int, str), "one_thread_per_core": bool, "device_delay_us": int,
+    "host": str, "pid": int, "data_type": str, "reduction_op": str, "libfabric_version": str,
+    "module_abi": (int, type(None)), "iters": int, "timeout_s": (int, float), "sizes_requested": int,
     "warmup": int, "proxy_threads_per_proc": list, "results": list, "status": str,
     "exit_code": int, "error": type(None), "elapsed_s": (int, float),
 }
 row = {"bytes": int, "iters": int, "median_us": (int, float), "p99_us": (int, float),
-       "min_us": (int, float), "max_us": (int, float), "algbw_gbps": (int, float),
-       "busbw_gbps": (int, float), "verified": bool, "verify_errors": int,
+       "min_us": (int, float), "max_us": (int, float), "algbw_GBps": (int, float),
+       "busbw_GBps": (int, float), "count": int, "p99_is_max": bool, "verified": bool, "verify_errors": int,
        "cpu_s": (int, float), "timed_wall_s": (int, float), "cpu_us_per_op": (int, float)}
 for k, t in schema.items():
     assert k in d, "missing key %s" % k
     assert isinstance(d[k], t), "key %s is %r" % (k, d[k])
 assert set(d) == set(schema), "unexpected keys %s" % (set(d) - set(schema))
 assert d["tool"] == "nproxy-run" and d["status"] == "ok" and d["exit_code"] == 0
+# Units and defaults spelt out: GB/s (1e9 B/s) in the names, "default" for an option left alone.
+assert d["ranks_per_proxy"] == "default" or d["ranks_per_proxy"] >= 1
+assert d["data_type"] == "uint32" and d["reduction_op"] == ("sum" if d["collective"] == "allreduce" else "none")
+assert d["sizes_requested"] == len(d["results"]) and d["libfabric_version"].count(".") == 1
 for r in d["results"]:
     assert set(r) == set(row), "row keys %s" % sorted(r)
     for k, t in row.items():
         assert isinstance(r[k], t), "row key %s is %r" % (k, r[k])
     assert r["verified"] and r["verify_errors"] == 0
     assert 0 < r["min_us"] <= r["median_us"] <= r["p99_us"] <= r["max_us"]
-    assert abs(r["algbw_gbps"] - r["bytes"] / r["median_us"] / 1e3) <= 1e-3 * r["algbw_gbps"] + 1e-9
+    assert r["count"] * 4 == r["bytes"] and r["p99_is_max"] == (r["iters"] < 100)
+    if r["p99_is_max"]:
+        assert r["p99_us"] == r["max_us"]
+    assert abs(r["algbw_GBps"] - r["bytes"] / r["median_us"] / 1e3) <= 1e-3 * r["algbw_GBps"] + 1e-9
     # The slowest process's summed op time: positive, at most every iteration at its max.
     assert 0 < r["timed_wall_s"] * 1e6 <= r["max_us"] * r["iters"] * 1.001
     assert r["cpu_s"] > 0
@@ -62,7 +71,7 @@ for r in d["results"]:
 w = d["world_size"]
 f = {"allgather": (w - 1) / w, "allreduce": 2 * (w - 1) / w, "sendrecv": 1.0}[d["collective"]]
 for r in d["results"]:
-    assert abs(r["busbw_gbps"] - r["algbw_gbps"] * f) <= 1e-3 * r["busbw_gbps"] + 1e-9
+    assert abs(r["busbw_GBps"] - r["algbw_GBps"] * f) <= 1e-3 * r["busbw_GBps"] + 1e-9
 ok = eval(sys.argv[2])
 if not ok:
     print("check failed:", sys.argv[2])
@@ -76,7 +85,7 @@ PY
 }
 
 run_json "allgather, 4 procs, 2 sizes: schema and values" "$tmp/ag.json" \
-	'd["collective"] == "allgather" and d["world_size"] == 4 and d["procs"] == 4 and d["launcher"] == "self" and d["provider"] == "shm" and d["handshake"] == "memfd" and [r["bytes"] for r in d["results"]] == [1024, 8192] and all(r["iters"] == 3 for r in d["results"]) and d["proxy_threads_per_proc"] == [1, 1, 1, 1]' \
+	'd["collective"] == "allgather" and d["ranks_per_proxy"] == "default" and d["world_size"] == 4 and d["procs"] == 4 and d["launcher"] == "self" and d["provider"] == "shm" and d["handshake"] == "memfd" and [r["bytes"] for r in d["results"]] == [1024, 8192] and all(r["iters"] == 3 for r in d["results"]) and d["proxy_threads_per_proc"] == [1, 1, 1, 1]' \
 	-- --size 1K,8K --iters 3 --warmup 1
 
 # 3 ranks do not divide 1000: each rank's chunk rounds down to whole words.
@@ -85,7 +94,7 @@ run_json "allreduce, 3 procs: size rounded to the ring" "$tmp/ar.json" \
 	-- --procs 3 --collective allreduce --size 1000 --iters 3 --warmup 1
 
 run_json "sendrecv, 2 procs x 2 ranks, 2 ranks per proxy: one worker per process" "$tmp/sr.json" \
-	'd["collective"] == "sendrecv" and d["world_size"] == 4 and d["ranks_per_proc"] == 2 and d["proxy_threads_per_proc"] == [1, 1] and d["results"][0]["bytes"] == 65536' \
+	'd["collective"] == "sendrecv" and d["ranks_per_proxy"] == 2 and d["world_size"] == 4 and d["ranks_per_proc"] == 2 and d["proxy_threads_per_proc"] == [1, 1] and d["results"][0]["bytes"] == 65536' \
 	-- --procs 2 --ranks-per-proc 2 --ranks-per-proxy 2 --collective sendrecv --size 64K --iters 3 --warmup 1
 
 run_json "one process, 4 ranks, 1 rank per proxy: four workers" "$tmp/p4.json" \
