@@ -217,15 +217,57 @@ static int nproxy_region_release(struct inode *inode, struct file *file)
 	return 0;
 }
 
+/* The page behind mapping offset @pgoff, or NULL for any other offset. */
+static struct page *nproxy_region_page(struct nproxy_region *r,
+				       unsigned long pgoff)
+{
+	switch (pgoff) {
+	case NPROXY_OFF_TRIGGERS >> PAGE_SHIFT:
+		return r->trigger_page;
+	case NPROXY_OFF_SEMS >> PAGE_SHIFT:
+		return r->sem_page;
+	case NPROXY_OFF_INFO >> PAGE_SHIFT:
+		return r->info_page;
+	}
+	return NULL;
+}
+
+/*
+ * Pages are handed out on fault, not inserted once at mmap time, so a
+ * mapping stays valid whatever the process does to its page tables:
+ * MADV_DONTNEED, a fork (the child's copy starts without PTEs), an mremap
+ * move.  The reference taken here belongs to the PTE the core installs
+ * and is dropped when that PTE is zapped, the way relay, perf and uio map
+ * kernel pages.  The region cannot go away under the fault: the VMA holds
+ * the region's file (vma->vm_file), and ->release runs only after the
+ * last VMA is gone.
+ */
+static vm_fault_t nproxy_region_fault(struct vm_fault *vmf)
+{
+	struct nproxy_region *r = file_region(vmf->vma->vm_file);
+	struct page *page = nproxy_region_page(r, vmf->pgoff);
+
+	if (!page)
+		return VM_FAULT_SIGBUS;
+	get_page(page);
+	vmf->page = page;
+	return 0;
+}
+
+static const struct vm_operations_struct nproxy_region_vm_ops = {
+	.fault = nproxy_region_fault,
+};
+
 /*
  * One page per mapping, MAP_SHARED only, at exactly one of the NPROXY_OFF_*
  * offsets.  The info page is written only by the kernel: no PROT_WRITE
  * now, no mprotect() to it later.  Nothing here is executable.
+ * VM_DONTEXPAND keeps mremap() from growing the mapping (and makes it
+ * VM_SPECIAL: never mlocked, never merged).
  */
 static int nproxy_region_mmap(struct file *file, struct vm_area_struct *vma)
 {
 	struct nproxy_region *r = file_region(file);
-	struct page *page;
 
 	if (vma->vm_end - vma->vm_start != PAGE_SIZE)
 		return -EINVAL;
@@ -233,27 +275,18 @@ static int nproxy_region_mmap(struct file *file, struct vm_area_struct *vma)
 		return -EINVAL;
 	if (vma->vm_flags & VM_EXEC)
 		return -EPERM;
-
-	switch (vma->vm_pgoff) {
-	case NPROXY_OFF_TRIGGERS >> PAGE_SHIFT:
-		page = r->trigger_page;
-		break;
-	case NPROXY_OFF_SEMS >> PAGE_SHIFT:
-		page = r->sem_page;
-		break;
-	case NPROXY_OFF_INFO >> PAGE_SHIFT:
+	if (!nproxy_region_page(r, vma->vm_pgoff))
+		return -EINVAL;
+	if (vma->vm_pgoff == NPROXY_OFF_INFO >> PAGE_SHIFT) {
 		if (vma->vm_flags & VM_WRITE)
 			return -EPERM;
 		vma->vm_flags &= ~VM_MAYWRITE;
-		page = r->info_page;
-		break;
-	default:
-		return -EINVAL;
 	}
 
 	vma->vm_flags &= ~VM_MAYEXEC;
 	vma->vm_flags |= VM_DONTEXPAND | VM_DONTDUMP;
-	return vm_insert_page(vma, vma->vm_start, page);
+	vma->vm_ops = &nproxy_region_vm_ops;
+	return 0;
 }
 
 static __poll_t nproxy_region_poll(struct file *file, poll_table *wait)
