@@ -85,14 +85,26 @@ static void nproxy_region_free_pages(struct nproxy_region *r)
 		__free_page(r->info_page);
 }
 
+/* alloc_page(), or NULL when fault injection says so (fault.c). */
+static struct page *nproxy_region_alloc_page(void)
+{
+	if (nproxy_fault_should_fail(NPROXY_FAULT_REGION_ALLOC))
+		return NULL;
+	return alloc_page(GFP_KERNEL | __GFP_ZERO);
+}
+
 static int nproxy_region_alloc_pages(struct nproxy_region *r)
 {
 	u32 i;
 
-	r->trigger_page = alloc_page(GFP_KERNEL | __GFP_ZERO);
-	r->sem_page = alloc_page(GFP_KERNEL | __GFP_ZERO);
-	r->info_page = alloc_page(GFP_KERNEL | __GFP_ZERO);
-	if (!r->trigger_page || !r->sem_page || !r->info_page)
+	r->trigger_page = nproxy_region_alloc_page();
+	if (!r->trigger_page)
+		return -ENOMEM;
+	r->sem_page = nproxy_region_alloc_page();
+	if (!r->sem_page)
+		return -ENOMEM;
+	r->info_page = nproxy_region_alloc_page();
+	if (!r->info_page)
 		return -ENOMEM;
 	r->triggers = page_address(r->trigger_page);
 	r->sems = page_address(r->sem_page);
@@ -130,6 +142,9 @@ int nproxy_region_create(const struct nproxy_region_create *req)
 	    req->n_sems > NPROXY_MAX_SEMS)
 		return -EINVAL;
 
+	/* Every allocation below may be failed on purpose (fault.c). */
+	if (nproxy_fault_should_fail(NPROXY_FAULT_REGION_ALLOC))
+		return -ENOMEM;
 	r = kzalloc(sizeof(*r), GFP_KERNEL);
 	if (!r)
 		return -ENOMEM;
@@ -153,7 +168,10 @@ int nproxy_region_create(const struct nproxy_region_create *req)
 		err = -ENOSPC;
 		goto err_free;
 	}
-	id = idr_alloc_cyclic(&nproxy_regions, NULL, 1, 0, GFP_KERNEL);
+	if (nproxy_fault_should_fail(NPROXY_FAULT_REGION_ALLOC))
+		id = -ENOMEM;
+	else
+		id = idr_alloc_cyclic(&nproxy_regions, NULL, 1, 0, GFP_KERNEL);
 	if (id < 0) {
 		mutex_unlock(&nproxy_regions_lock);
 		err = id;
@@ -164,14 +182,20 @@ int nproxy_region_create(const struct nproxy_region_create *req)
 	atomic64_inc(&nproxy_stats.regions_live);
 	mutex_unlock(&nproxy_regions_lock);
 
-	fd = get_unused_fd_flags(O_CLOEXEC);
+	if (nproxy_fault_should_fail(NPROXY_FAULT_REGION_ALLOC))
+		fd = -EMFILE;
+	else
+		fd = get_unused_fd_flags(O_CLOEXEC);
 	if (fd < 0) {
 		err = fd;
 		goto err_unpublish;
 	}
 	/* fops.owner pins the module for as long as the file exists. */
-	file = anon_inode_getfile("[nproxy-region]", &nproxy_region_fops, r,
-				  O_RDWR);
+	if (nproxy_fault_should_fail(NPROXY_FAULT_REGION_ALLOC))
+		file = ERR_PTR(-ENOMEM);
+	else
+		file = anon_inode_getfile("[nproxy-region]", &nproxy_region_fops,
+					  r, O_RDWR);
 	if (IS_ERR(file)) {
 		err = PTR_ERR(file);
 		put_unused_fd(fd);
