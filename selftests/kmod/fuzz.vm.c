@@ -1064,6 +1064,19 @@ TEST(fuzz_abi)
 }
 
 /*
+ * The test runs in a child the harness forks; if it dies (a SIGBUS, the
+ * timeout), the knobs it armed would fail the next program's calls.  The
+ * harness's own process disarms them when it exits, whatever happened.
+ */
+static void __attribute__((destructor)) fuzz_disarm(void)
+{
+	if (knob(NP_DEBUGFS "faults_injected") >= 0) {
+		knob_set(NP_DEBUGFS "fail_region_alloc", 0);
+		knob_set(NP_DEBUGFS "fail_prog_submit", 0);
+	}
+}
+
+/*
  * The harness gives a TEST 30 s; the run's own bound comes from
  * NPROXY_FUZZ_TIMEOUT (default 240 s, inside run-tests' 300 s), set on the
  * harness's metadata object for fuzz_abi before main() runs the tests.
