@@ -725,7 +725,14 @@ static void op_mremap(struct thread *t)
 		expect_errno("mremap dontunmap", -1, errno, ok);
 		return;
 	}
-	/* Move into a free page of the hole. */
+	/*
+	 * Move into a free page of the hole.  Only a mapping outside the hole
+	 * moves: re-reserving a hole page after moving out of it would leave
+	 * a window in which another thread's mmap(NULL) lands there, and the
+	 * MAP_FIXED reservation would then wipe that thread's mapping.
+	 */
+	if (m->hole >= 0)
+		return;
 	for (k = 0; k < HOLE_PAGES && t->hole_used[k]; k++)
 		;
 	if (k == HOLE_PAGES)
@@ -733,14 +740,12 @@ static void op_mremap(struct thread *t)
 	p = mremap(m->addr, page, page, MREMAP_MAYMOVE | MREMAP_FIXED, t->hole + k * page);
 	if (p == MAP_FAILED) {
 		expect_errno("mremap move", -1, errno, ok);
+		/*
+		 * MREMAP_FIXED may have unmapped the target before failing;
+		 * whatever lands there now is not ours: never use it again.
+		 */
+		t->hole_used[k] = true;
 		return;
-	}
-	if (m->hole >= 0) {
-		/* The old hole page is now unmapped: reserve it again. */
-		if (mmap(m->addr, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
-			 0) == MAP_FAILED)
-			violation("re-reserving the hole", -1, errno);
-		t->hole_used[m->hole] = false;
 	}
 	t->hole_used[k] = true;
 	m->addr = p;
@@ -854,6 +859,39 @@ static void op_fault(struct thread *t)
 
 static uint32_t weights[OP_KINDS];
 static uint32_t weight_total;
+static __thread struct thread *cur_thread;
+static __thread int cur_op = -1;
+
+/*
+ * A SIGBUS (a mapping that lost its page) or SIGSEGV ends the run; say
+ * where first: the address, the operation, the thread's mappings.  Then
+ * the default action kills the test and the harness reports the signal.
+ */
+static void crash_report(int sig, siginfo_t *si, void *uc)
+{
+	struct thread *t = cur_thread;
+	char line[160];
+	int i, n;
+
+	n = snprintf(line, sizeof(line), "# fuzz: signal %d at %p during %s (thread %d)\n",
+		     sig, si->si_addr, cur_op >= 0 ? op_names[cur_op] : "setup",
+		     t ? t->idx : -1);
+	if (write(2, line, n) < 0)
+		_exit(3);
+	for (i = 0; t && i < N_MAPS; i++) {
+		if (!t->maps[i].addr)
+			continue;
+		n = snprintf(line, sizeof(line),
+			     "#   map %d: %p prot %d off %#llx hole %d dontfork %d\n", i,
+			     t->maps[i].addr, t->maps[i].prot,
+			     (unsigned long long)t->maps[i].off, t->maps[i].hole,
+			     t->maps[i].dontfork);
+		if (write(2, line, n) < 0)
+			break;
+	}
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
 
 static void run_op(struct thread *t)
 {
@@ -862,6 +900,7 @@ static void run_op(struct thread *t)
 
 	for (k = 0; k < OP_KINDS - 1 && w >= weights[k]; k++)
 		w -= weights[k];
+	cur_op = k;
 	switch (k) {
 	case OP_OPEN: op_open(t); break;
 	case OP_CLOSE: op_close(t); break;
@@ -893,6 +932,7 @@ static void *thread_main(void *arg)
 	unsigned long i;
 	int k;
 
+	cur_thread = t;
 	for (i = 0; i < t->n_ops; i++)
 		run_op(t);
 	for (k = 0; k < N_MAPS; k++)
@@ -974,6 +1014,12 @@ TEST(fuzz_abi)
 
 	NP_OPEN_DEV_OR_SKIP(dev);
 	close(dev);
+	{
+		struct sigaction sa = { .sa_sigaction = crash_report, .sa_flags = SA_SIGINFO };
+
+		sigaction(SIGSEGV, &sa, NULL);
+		sigaction(SIGBUS, &sa, NULL);
+	}
 	if (n_threads < 1 || n_threads > MAX_THREADS)
 		n_threads = 4;
 	page = np_page_size();
