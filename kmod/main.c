@@ -42,9 +42,10 @@ static int __init nproxy_init(void)
 {
 	int err;
 
+	nproxy_fault_init();
 	err = nproxy_regions_init();
 	if (err)
-		return err;
+		goto err_fault;
 	err = nproxy_prog_init();
 	if (err)
 		goto err_regions;
@@ -65,6 +66,8 @@ err_prog:
 	nproxy_prog_exit();
 err_regions:
 	nproxy_regions_exit();
+err_fault:
+	nproxy_fault_exit();
 	return err;
 }
 
@@ -78,6 +81,7 @@ static void __exit nproxy_exit(void)
 	nproxy_nl_exit();
 	nproxy_prog_exit();
 	nproxy_regions_exit();
+	nproxy_fault_exit();
 }
 
 module_init(nproxy_init);

@@ -8,6 +8,7 @@
 # "survives" when that program passes; the script then exits 1.
 #
 #   kmod/mutation-check.sh        (after `make`: needs build/selftests/vm/kmod-*)
+#   MUTANTS="no-fault-handler ..." kmod/mutation-check.sh   (only those)
 #
 # Not part of `make check` (it takes one extra VM boot and ~11 module
 # builds).  Removing a file's .owner is not listed: the unload test catches
@@ -33,7 +34,18 @@ mutants=(
 	"region-never-freed#region.c#s/(nproxy_nl_event\(r, &ev\);\n\tatomic64_dec\(&nproxy_stats.regions_live\);)/nproxy_nl_event(r, &ev);/#kmod-region"
 	"no-events#netlink.c#s/genlmsg_multicast\(&nproxy_genl_family, msg, 0, NPROXY_MCGRP_EVENTS,\n\t\t\t  GFP_KERNEL\);/nlmsg_free(msg);/#kmod-netlink"
 	"close-keeps-program#prog.c#s/(void nproxy_prog_region_release\(struct nproxy_region \*r\)\n\{\n)\tWRITE_ONCE\(r->cancel, true\);/\$1\tWRITE_ONCE(r->cancel, false);/#kmod-prog"
+	"no-fault-handler#region.c#s/\t\.fault = nproxy_region_fault,\n//#kmod-mmap"
+	"dump-takes-region-id#netlink.c#s/if \(info->attrs && info->attrs\[NPROXY_A_REGION_ID\]\)/if (0)/#kmod-netlink"
+	"fault-injection-inert#fault.c#s/\tatomic64_inc\(&nproxy_faults_injected\);\n\treturn true;/\treturn false;/#kmod-fault"
 )
+if [[ -n ${MUTANTS:-} ]]; then
+	chosen=()
+	for m in "${mutants[@]}"; do
+		[[ " $MUTANTS " == *" ${m%%#*} "* ]] && chosen+=("$m")
+	done
+	((${#chosen[@]})) || { echo "mutation-check: no mutant named in MUTANTS" >&2; exit 1; }
+	mutants=("${chosen[@]}")
+fi
 
 [[ -n $KDIR ]] || { echo "mutation-check: no kernel headers" >&2; exit 1; }
 for m in "${mutants[@]}"; do

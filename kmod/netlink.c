@@ -26,9 +26,14 @@ static const struct genl_multicast_group nproxy_mcgrps[] = {
 /*
  * GET_REGIONS (do) takes one region id.  The other commands take nothing:
  * with no .policy, resv_start_op = 0 gives them the core's reject-all one.
+ * The GET_REGIONS dump takes nothing either, but a 6.1 genl_ops has one
+ * policy for do and dump (and a strict command may not opt out of dump
+ * validation), so the policy admits any u32 id, the do refuses id 0 with
+ * -ERANGE and the dump refuses the attribute with -EINVAL, both with an
+ * extack message.
  */
 static const struct nla_policy nproxy_region_policy[NPROXY_A_REGION_ID + 1] = {
-	[NPROXY_A_REGION_ID] = NLA_POLICY_MIN(NLA_U32, 1),
+	[NPROXY_A_REGION_ID] = { .type = NLA_U32 },
 };
 
 static void *nproxy_nl_put_header(struct sk_buff *skb, u32 portid, u32 seq,
@@ -94,21 +99,29 @@ static int nproxy_nl_get_info(struct sk_buff *skb, struct genl_info *info)
 
 static int nproxy_nl_get_region(struct sk_buff *skb, struct genl_info *info)
 {
+	struct nlattr *id_attr = info->attrs[NPROXY_A_REGION_ID];
 	struct nproxy_region *r;
 	struct sk_buff *msg;
 	int err;
 
-	if (GENL_REQ_ATTR_CHECK(info, NPROXY_A_REGION_ID))
+	if (GENL_REQ_ATTR_CHECK(info, NPROXY_A_REGION_ID)) {
+		NL_SET_ERR_MSG(info->extack,
+			       "GET_REGIONS needs a region id (NLM_F_DUMP lists them all)");
 		return -EINVAL;
+	}
+	if (!nla_get_u32(id_attr)) {
+		NL_SET_ERR_MSG_ATTR(info->extack, id_attr,
+				    "region ids start at 1");
+		return -ERANGE;
+	}
 	msg = genlmsg_new(NLMSG_DEFAULT_SIZE, GFP_KERNEL);
 	if (!msg)
 		return -ENOMEM;
 
 	mutex_lock(&nproxy_regions_lock);
-	r = nproxy_region_find(nla_get_u32(info->attrs[NPROXY_A_REGION_ID]));
+	r = nproxy_region_find(nla_get_u32(id_attr));
 	if (!r) {
-		NL_SET_ERR_MSG_ATTR(info->extack, info->attrs[NPROXY_A_REGION_ID],
-				    "no such region");
+		NL_SET_ERR_MSG_ATTR(info->extack, id_attr, "no such region");
 		err = -ENOENT;
 	} else {
 		err = nproxy_nl_fill_region(msg, r, info->snd_portid,
@@ -122,12 +135,38 @@ static int nproxy_nl_get_region(struct sk_buff *skb, struct genl_info *info)
 	return genlmsg_reply(msg, info);
 }
 
+/*
+ * Called on the dump's first pass, where cb->extack reaches the requester
+ * (in the NLMSG_DONE that ends the dump, as for rtnetlink's strict dump
+ * checks; ->start has no extack in 6.1).  The core already refused every
+ * attribute but REGION_ID.
+ */
+static int nproxy_nl_dump_check(struct netlink_callback *cb)
+{
+	const struct genl_dumpit_info *info = genl_dumpit_info(cb);
+
+	if (info->attrs && info->attrs[NPROXY_A_REGION_ID]) {
+		NL_SET_ERR_MSG(cb->extack,
+			       "GET_REGIONS dump takes no attributes (a region id selects the do request)");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int nproxy_nl_dump_regions(struct sk_buff *skb,
 				  struct netlink_callback *cb)
 {
 	int id = cb->args[0];
 	struct nproxy_region *r;
+	int err;
 
+	/* args[1]: the request was checked on the first pass. */
+	if (!cb->args[1]) {
+		err = nproxy_nl_dump_check(cb);
+		if (err)
+			return err;
+		cb->args[1] = 1;
+	}
 	mutex_lock(&nproxy_regions_lock);
 	for (r = nproxy_region_next(&id); r; id++, r = nproxy_region_next(&id)) {
 		if (nproxy_nl_fill_region(skb, r, NETLINK_CB(cb->skb).portid,

@@ -5,7 +5,8 @@
  * One file per concept: main.c (module init/exit, parameters), dev.c
  * (/dev/nproxy and the ioctl dispatcher), region.c (regions, their fd and
  * mmap), prog.c (the emulated device's program runner), netlink.c (generic
- * netlink family), stats.c (module-wide counters in sysfs).
+ * netlink family), stats.c (module-wide counters in sysfs), fault.c (fault
+ * injection knobs in debugfs).
  */
 #ifndef _NPROXY_PRIV_H
 #define _NPROXY_PRIV_H
@@ -144,5 +145,22 @@ struct nproxy_stats {
 extern struct nproxy_stats nproxy_stats;
 extern const struct attribute_group *nproxy_stats_groups[];
 void nproxy_stats_reset(void);
+
+/* fault.c */
+enum nproxy_fault {
+	NPROXY_FAULT_REGION_ALLOC,	/* any allocation of region creation */
+	NPROXY_FAULT_PROG_SUBMIT,	/* a program submission's allocation */
+	NPROXY_FAULT_NR,
+};
+
+/*
+ * Allocations region creation makes, in order: the region, its three
+ * pages, its id, its fd, its file.
+ */
+#define NPROXY_REGION_ALLOC_STEPS	7
+
+bool nproxy_fault_should_fail(enum nproxy_fault site);
+void nproxy_fault_init(void);
+void nproxy_fault_exit(void);
 
 #endif /* _NPROXY_PRIV_H */

@@ -253,6 +253,8 @@ long nproxy_prog_submit(struct nproxy_region *r, struct nproxy_prog_submit *req)
 	if (!req->n_steps || req->n_steps > NPROXY_MAX_PROG_STEPS)
 		return -EINVAL;
 
+	if (nproxy_fault_should_fail(NPROXY_FAULT_PROG_SUBMIT))
+		return -ENOMEM;
 	prog = kvmalloc(struct_size(prog, steps, req->n_steps), GFP_KERNEL);
 	if (!prog)
 		return -ENOMEM;

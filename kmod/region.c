@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Handshake regions: three pages (trigger words, semaphores, read-only
- * info) behind an anon inode fd, mapped one page at a time at the
+ * Handshake regions: four pages (trigger words, semaphores, read-only
+ * info, the library's published proxy state) behind an anon inode fd, mapped one page at a time at the
  * NPROXY_OFF_* offsets, plus the direct ioctls on that fd.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -87,15 +87,29 @@ static void nproxy_region_free_pages(struct nproxy_region *r)
 		__free_page(r->proxy_page);
 }
 
+/* alloc_page(), or NULL when fault injection says so (fault.c). */
+static struct page *nproxy_region_alloc_page(void)
+{
+	if (nproxy_fault_should_fail(NPROXY_FAULT_REGION_ALLOC))
+		return NULL;
+	return alloc_page(GFP_KERNEL | __GFP_ZERO);
+}
+
 static int nproxy_region_alloc_pages(struct nproxy_region *r)
 {
 	u32 i;
 
-	r->trigger_page = alloc_page(GFP_KERNEL | __GFP_ZERO);
-	r->sem_page = alloc_page(GFP_KERNEL | __GFP_ZERO);
-	r->info_page = alloc_page(GFP_KERNEL | __GFP_ZERO);
-	r->proxy_page = alloc_page(GFP_KERNEL | __GFP_ZERO);
-	if (!r->trigger_page || !r->sem_page || !r->info_page || !r->proxy_page)
+	r->trigger_page = nproxy_region_alloc_page();
+	if (!r->trigger_page)
+		return -ENOMEM;
+	r->sem_page = nproxy_region_alloc_page();
+	if (!r->sem_page)
+		return -ENOMEM;
+	r->info_page = nproxy_region_alloc_page();
+	if (!r->info_page)
+		return -ENOMEM;
+	r->proxy_page = nproxy_region_alloc_page();
+	if (!r->proxy_page)
 		return -ENOMEM;
 	r->triggers = page_address(r->trigger_page);
 	r->sems = page_address(r->sem_page);
@@ -133,6 +147,9 @@ int nproxy_region_create(const struct nproxy_region_create *req)
 	    req->n_sems > NPROXY_MAX_SEMS)
 		return -EINVAL;
 
+	/* Every allocation below may be failed on purpose (fault.c). */
+	if (nproxy_fault_should_fail(NPROXY_FAULT_REGION_ALLOC))
+		return -ENOMEM;
 	r = kzalloc(sizeof(*r), GFP_KERNEL);
 	if (!r)
 		return -ENOMEM;
@@ -156,7 +173,10 @@ int nproxy_region_create(const struct nproxy_region_create *req)
 		err = -ENOSPC;
 		goto err_free;
 	}
-	id = idr_alloc_cyclic(&nproxy_regions, NULL, 1, 0, GFP_KERNEL);
+	if (nproxy_fault_should_fail(NPROXY_FAULT_REGION_ALLOC))
+		id = -ENOMEM;
+	else
+		id = idr_alloc_cyclic(&nproxy_regions, NULL, 1, 0, GFP_KERNEL);
 	if (id < 0) {
 		mutex_unlock(&nproxy_regions_lock);
 		err = id;
@@ -167,14 +187,20 @@ int nproxy_region_create(const struct nproxy_region_create *req)
 	atomic64_inc(&nproxy_stats.regions_live);
 	mutex_unlock(&nproxy_regions_lock);
 
-	fd = get_unused_fd_flags(O_CLOEXEC);
+	if (nproxy_fault_should_fail(NPROXY_FAULT_REGION_ALLOC))
+		fd = -EMFILE;
+	else
+		fd = get_unused_fd_flags(O_CLOEXEC);
 	if (fd < 0) {
 		err = fd;
 		goto err_unpublish;
 	}
 	/* fops.owner pins the module for as long as the file exists. */
-	file = anon_inode_getfile("[nproxy-region]", &nproxy_region_fops, r,
-				  O_RDWR);
+	if (nproxy_fault_should_fail(NPROXY_FAULT_REGION_ALLOC))
+		file = ERR_PTR(-ENOMEM);
+	else
+		file = anon_inode_getfile("[nproxy-region]", &nproxy_region_fops,
+					  r, O_RDWR);
 	if (IS_ERR(file)) {
 		err = PTR_ERR(file);
 		put_unused_fd(fd);
@@ -220,15 +246,59 @@ static int nproxy_region_release(struct inode *inode, struct file *file)
 	return 0;
 }
 
+/* The page behind mapping offset @pgoff, or NULL for any other offset. */
+static struct page *nproxy_region_page(struct nproxy_region *r,
+				       unsigned long pgoff)
+{
+	switch (pgoff) {
+	case NPROXY_OFF_TRIGGERS >> PAGE_SHIFT:
+		return r->trigger_page;
+	case NPROXY_OFF_SEMS >> PAGE_SHIFT:
+		return r->sem_page;
+	case NPROXY_OFF_INFO >> PAGE_SHIFT:
+		return r->info_page;
+	case NPROXY_OFF_PROXY >> PAGE_SHIFT:
+		return r->proxy_page;
+	}
+	return NULL;
+}
+
+/*
+ * Pages are handed out on fault, not inserted once at mmap time, so a
+ * mapping stays valid whatever the process does to its page tables:
+ * MADV_DONTNEED, a fork (the child's copy starts without PTEs), an mremap
+ * move.  The reference taken here belongs to the PTE the core installs
+ * and is dropped when that PTE is zapped, the way relay, perf and uio map
+ * kernel pages.  The region cannot go away under the fault: the VMA holds
+ * the region's file (vma->vm_file), and ->release runs only after the
+ * last VMA is gone.
+ */
+static vm_fault_t nproxy_region_fault(struct vm_fault *vmf)
+{
+	struct nproxy_region *r = file_region(vmf->vma->vm_file);
+	struct page *page = nproxy_region_page(r, vmf->pgoff);
+
+	if (!page)
+		return VM_FAULT_SIGBUS;
+	get_page(page);
+	vmf->page = page;
+	return 0;
+}
+
+static const struct vm_operations_struct nproxy_region_vm_ops = {
+	.fault = nproxy_region_fault,
+};
+
 /*
  * One page per mapping, MAP_SHARED only, at exactly one of the NPROXY_OFF_*
  * offsets.  The info page is written only by the kernel: no PROT_WRITE
  * now, no mprotect() to it later.  Nothing here is executable.
+ * VM_DONTEXPAND keeps mremap() from growing the mapping (and makes it
+ * VM_SPECIAL: never mlocked, never merged).
  */
 static int nproxy_region_mmap(struct file *file, struct vm_area_struct *vma)
 {
 	struct nproxy_region *r = file_region(file);
-	struct page *page;
 
 	if (vma->vm_end - vma->vm_start != PAGE_SIZE)
 		return -EINVAL;
@@ -236,30 +306,18 @@ static int nproxy_region_mmap(struct file *file, struct vm_area_struct *vma)
 		return -EINVAL;
 	if (vma->vm_flags & VM_EXEC)
 		return -EPERM;
-
-	switch (vma->vm_pgoff) {
-	case NPROXY_OFF_TRIGGERS >> PAGE_SHIFT:
-		page = r->trigger_page;
-		break;
-	case NPROXY_OFF_SEMS >> PAGE_SHIFT:
-		page = r->sem_page;
-		break;
-	case NPROXY_OFF_INFO >> PAGE_SHIFT:
+	if (!nproxy_region_page(r, vma->vm_pgoff))
+		return -EINVAL;
+	if (vma->vm_pgoff == NPROXY_OFF_INFO >> PAGE_SHIFT) {
 		if (vma->vm_flags & VM_WRITE)
 			return -EPERM;
 		vma->vm_flags &= ~VM_MAYWRITE;
-		page = r->info_page;
-		break;
-	case NPROXY_OFF_PROXY >> PAGE_SHIFT:
-		page = r->proxy_page;
-		break;
-	default:
-		return -EINVAL;
 	}
 
 	vma->vm_flags &= ~VM_MAYEXEC;
 	vma->vm_flags |= VM_DONTEXPAND | VM_DONTDUMP;
-	return vm_insert_page(vma, vma->vm_start, page);
+	vma->vm_ops = &nproxy_region_vm_ops;
+	return 0;
 }
 
 static __poll_t nproxy_region_poll(struct file *file, poll_table *wait)

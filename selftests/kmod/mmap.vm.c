@@ -3,13 +3,29 @@
  * The mmap layout (issue 3, point 3): each page at its own offset, one page
  * per mapping, MAP_SHARED only, the info page read-only, nothing
  * executable, no growing; and that what one mapping writes the kernel and
- * other mappings see.
+ * other mappings see.  Issue 16: a mapping stays valid whatever happens to
+ * the process's page tables (MADV_DONTNEED, MADV_PAGEOUT, fork, mremap):
+ * the next touch faults the region's own page back in, never SIGBUS.
  */
+#include <sys/wait.h>
+
 #include "kselftest_harness.h"
 #include "kmod_util.h"
 
 #ifndef MREMAP_MAYMOVE
 #define MREMAP_MAYMOVE 1
+#endif
+#ifndef MREMAP_FIXED
+#define MREMAP_FIXED 2
+#endif
+#ifndef MREMAP_DONTUNMAP
+#define MREMAP_DONTUNMAP 4
+#endif
+#ifndef MADV_COLD
+#define MADV_COLD 20
+#endif
+#ifndef MADV_PAGEOUT
+#define MADV_PAGEOUT 21
 #endif
 
 FIXTURE(map) {
@@ -182,6 +198,231 @@ TEST_F(map, pages_are_distinct)
 	EXPECT_EQ(NPROXY_REGION_MAGIC, info->magic);
 	munmap(trig, self->page);
 	munmap(sems, self->page);
+	munmap(info, self->page);
+}
+
+/*
+ * The three pages of one region, mapped, with data the kernel wrote: a
+ * trigger word (WRITE_TRIGGER ioctl) and a semaphore (SEM_SET ioctl).
+ */
+struct mapped {
+	uint32_t *trig;
+	uint64_t *sems;
+	struct nproxy_region_info *info;
+	uint32_t id;
+};
+
+static int map_all(int rfd, struct mapped *m)
+{
+	struct nproxy_trigger_write tw = { .stream = 1, .value = 0x1234 };
+	struct nproxy_sem_op op = { .sem = 2, .value = 77 };
+	struct nproxy_region_state st;
+
+	m->trig = np_map(rfd, NPROXY_OFF_TRIGGERS, PROT_READ | PROT_WRITE);
+	m->sems = np_map(rfd, NPROXY_OFF_SEMS, PROT_READ | PROT_WRITE);
+	m->info = np_map(rfd, NPROXY_OFF_INFO, PROT_READ);
+	if (!m->trig || !m->sems || !m->info)
+		return -1;
+	if (ioctl(rfd, NPROXY_IOC_WRITE_TRIGGER, &tw) || ioctl(rfd, NPROXY_IOC_SEM_SET, &op) ||
+	    ioctl(rfd, NPROXY_IOC_GET_STATE, &st))
+		return -1;
+	m->id = st.region_id;
+	return 0;
+}
+
+static void unmap_all(struct mapped *m, long page)
+{
+	munmap(m->trig, page);
+	munmap(m->sems, page);
+	munmap(m->info, page);
+}
+
+/* 0 when every page reads what the kernel wrote (a SIGBUS kills the test). */
+static int check_data(const struct mapped *m)
+{
+	if (np_load_acquire32(&m->trig[0]) != NPROXY_TRIGGER_SENTINEL ||
+	    np_load_acquire32(&m->trig[1]) != 0x1234)
+		return 1;
+	if (np_load_acquire64(&m->sems[2]) != 77)
+		return 2;
+	if (m->info->magic != NPROXY_REGION_MAGIC || m->info->region_id != m->id ||
+	    m->info->triggers_written != 1)
+		return 3;
+	return 0;
+}
+
+static int dontneed_all(const struct mapped *m, long page)
+{
+	return madvise(m->trig, page, MADV_DONTNEED) ||
+	       madvise(m->sems, page, MADV_DONTNEED) ||
+	       madvise(m->info, page, MADV_DONTNEED);
+}
+
+/* Issue 16: MADV_DONTNEED then touch read SIGBUS; it must read the same data. */
+TEST_F(map, dontneed_then_touch_reads_region_data)
+{
+	struct nproxy_sem_op op = { .sem = 3 };
+	struct mapped m;
+
+	ASSERT_EQ(0, map_all(self->rfd, &m));
+	ASSERT_EQ(0, check_data(&m));
+	ASSERT_EQ(0, dontneed_all(&m, self->page));
+	EXPECT_EQ(0, check_data(&m));
+	/* A store after DONTNEED lands in the region, not in a fresh page. */
+	ASSERT_EQ(0, dontneed_all(&m, self->page));
+	__atomic_fetch_add(&m.sems[3], 5, __ATOMIC_RELEASE);
+	ASSERT_EQ(0, ioctl(self->rfd, NPROXY_IOC_SEM_GET, &op));
+	EXPECT_EQ(5, op.value);
+	unmap_all(&m, self->page);
+}
+
+/* DONTNEED before the first touch, and a kernel write while no PTE exists. */
+TEST_F(map, dontneed_before_first_touch)
+{
+	struct nproxy_trigger_write tw = { .stream = 0, .value = 0x55 };
+	uint32_t *trig = np_map(self->rfd, NPROXY_OFF_TRIGGERS, PROT_READ | PROT_WRITE);
+
+	ASSERT_NE(NULL, trig);
+	ASSERT_EQ(0, madvise(trig, self->page, MADV_DONTNEED));
+	ASSERT_EQ(0, ioctl(self->rfd, NPROXY_IOC_WRITE_TRIGGER, &tw));
+	EXPECT_EQ(0x55, np_load_acquire32(&trig[0]));
+	EXPECT_EQ(NPROXY_TRIGGER_SENTINEL, np_load_acquire32(&trig[1]));
+	munmap(trig, self->page);
+}
+
+/* MADV_PAGEOUT / MADV_COLD: accepted or refused, the data stays. */
+TEST_F(map, pageout_keeps_data)
+{
+	struct mapped m;
+
+	ASSERT_EQ(0, map_all(self->rfd, &m));
+	ASSERT_EQ(0, check_data(&m));
+	madvise(m.sems, self->page, MADV_PAGEOUT);
+	madvise(m.info, self->page, MADV_COLD);
+	EXPECT_EQ(0, check_data(&m));
+	unmap_all(&m, self->page);
+}
+
+/*
+ * Fork after DONTNEED: the child's copy of the mapping has no PTEs either;
+ * it reads the region's data and its store reaches the region.
+ */
+TEST_F(map, fork_after_dontneed_child_reads_and_writes)
+{
+	struct nproxy_sem_op op = { .sem = 1 };
+	struct mapped m;
+	int status;
+	pid_t child;
+
+	ASSERT_EQ(0, map_all(self->rfd, &m));
+	ASSERT_EQ(0, check_data(&m));
+	ASSERT_EQ(0, dontneed_all(&m, self->page));
+	child = fork();
+	ASSERT_LE(0, child);
+	if (child == 0) {
+		int bad = check_data(&m);
+
+		__atomic_store_n(&m.sems[1], 9, __ATOMIC_RELEASE);
+		/* And again after DONTNEED in the child itself. */
+		if (!bad && dontneed_all(&m, self->page))
+			bad = 10;
+		if (!bad)
+			bad = check_data(&m);
+		_exit(bad);
+	}
+	ASSERT_EQ(child, waitpid(child, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status)) {
+		TH_LOG("child killed by signal %d", WTERMSIG(status));
+	}
+	EXPECT_EQ(0, WEXITSTATUS(status));
+	ASSERT_EQ(0, ioctl(self->rfd, NPROXY_IOC_SEM_GET, &op));
+	EXPECT_EQ(9, op.value);
+	EXPECT_EQ(0, check_data(&m));
+	unmap_all(&m, self->page);
+}
+
+/* A fork child that never touched the page before the parent's DONTNEED. */
+TEST_F(map, fork_child_of_untouched_mapping)
+{
+	struct mapped m;
+	int status;
+	pid_t child;
+
+	ASSERT_EQ(0, map_all(self->rfd, &m));
+	child = fork();
+	ASSERT_LE(0, child);
+	if (child == 0)
+		_exit(check_data(&m));
+	ASSERT_EQ(child, waitpid(child, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status)) {
+		TH_LOG("child killed by signal %d", WTERMSIG(status));
+	}
+	EXPECT_EQ(0, WEXITSTATUS(status));
+	unmap_all(&m, self->page);
+}
+
+/*
+ * mremap: moving a mapping keeps it working (and DONTNEED after the move);
+ * MREMAP_DONTUNMAP is refused (VM_DONTEXPAND) with EINVAL.
+ */
+TEST_F(map, mremap_move_keeps_mapping)
+{
+	struct mapped m;
+	void *hole, *moved;
+
+	ASSERT_EQ(0, map_all(self->rfd, &m));
+	ASSERT_EQ(0, check_data(&m));
+	hole = mmap(NULL, self->page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, hole);
+	moved = mremap(m.sems, self->page, self->page, MREMAP_MAYMOVE | MREMAP_FIXED, hole);
+	ASSERT_EQ(hole, moved);
+	m.sems = moved;
+	EXPECT_EQ(0, check_data(&m));
+	ASSERT_EQ(0, madvise(m.sems, self->page, MADV_DONTNEED));
+	EXPECT_EQ(0, check_data(&m));
+
+	errno = 0;
+	EXPECT_EQ(MAP_FAILED, mremap(m.trig, self->page, self->page,
+				     MREMAP_MAYMOVE | MREMAP_DONTUNMAP));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(0, check_data(&m));
+	unmap_all(&m, self->page);
+}
+
+/*
+ * The mapping outlives the fd, and DONTNEED then touch still works after
+ * the last fd is closed: the mapping keeps the region alive.
+ */
+TEST_F(map, mapping_outlives_fd_across_dontneed)
+{
+	long long live = np_stat("regions_live");
+	struct mapped m;
+
+	ASSERT_EQ(0, map_all(self->rfd, &m));
+	close(self->rfd);
+	self->rfd = -1;
+	EXPECT_EQ(live, np_stat("regions_live"));
+	ASSERT_EQ(0, dontneed_all(&m, self->page));
+	EXPECT_EQ(0, check_data(&m));
+	unmap_all(&m, self->page);
+}
+
+/* Writes through /proc/self/mem cannot reach the read-only info page. */
+TEST_F(map, info_page_not_writable_through_proc_mem)
+{
+	struct nproxy_region_info *info = np_map(self->rfd, NPROXY_OFF_INFO, PROT_READ);
+	uint32_t magic = 0;
+	int fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+
+	ASSERT_NE(NULL, info);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, madvise(info, self->page, MADV_DONTNEED));
+	EXPECT_EQ(sizeof(magic), pread(fd, &magic, sizeof(magic), (off_t)(uintptr_t)info));
+	EXPECT_EQ(NPROXY_REGION_MAGIC, magic);
+	magic = 0;
+	EXPECT_EQ(-1, pwrite(fd, &magic, sizeof(magic), (off_t)(uintptr_t)info));
+	EXPECT_EQ(NPROXY_REGION_MAGIC, info->magic);
+	close(fd);
 	munmap(info, self->page);
 }
 

@@ -13,6 +13,7 @@
 
 #include "kselftest_harness.h"
 #include "kmod_util.h"
+#include "nl_raw.h"
 
 #define MAX_MSGS 64
 
@@ -241,7 +242,7 @@ TEST_F(nl, strict_policy_rejects_bad_attributes)
 	/* Wrong size for a u32. */
 	EXPECT_EQ(-EINVAL, np_nl_request(&self->nl, NPROXY_CMD_GET_REGIONS, 0,
 					 NPROXY_A_REGION_ID, 1, 2, &m));
-	/* Id 0 is never a region (policy minimum: out of range). */
+	/* Id 0 is never a region: out of range. */
 	EXPECT_EQ(-ERANGE, np_nl_request(&self->nl, NPROXY_CMD_GET_REGIONS, 0,
 					 NPROXY_A_REGION_ID, 0, 4, &m));
 	/* An attribute the command does not take. */
@@ -434,6 +435,190 @@ TEST_F(nl, listener_receives_events)
 	/* In order: destroyed is the last event of the region. */
 	EXPECT_EQ(ev.n - 1, i);
 	nl_socket_free(sk);
+}
+
+/* The raw-socket half: extack messages and dump errors libnl hides. */
+FIXTURE(raw) {
+	int dev;
+	int sk;
+	int family;
+};
+
+FIXTURE_SETUP(raw)
+{
+	self->sk = -1;
+	NP_OPEN_DEV_OR_SKIP(self->dev);
+	self->sk = np_nl_raw_socket();
+	ASSERT_LE(0, self->sk);
+	self->family = np_nl_family_id(self->sk, NPROXY_GENL_NAME);
+	ASSERT_LT(0, self->family);
+}
+
+FIXTURE_TEARDOWN(raw)
+{
+	if (self->sk >= 0)
+		close(self->sk);
+	if (self->dev >= 0)
+		close(self->dev);
+}
+
+/*
+ * Issue 16: the GET_REGIONS dump takes no attributes (uapi.md); it used to
+ * accept REGION_ID and ignore it, and REGION_ID=0 gave ERANGE.  Now any
+ * id is EINVAL with an extack message, in the dump's NLMSG_DONE.
+ */
+TEST_F(raw, dump_refuses_region_id)
+{
+	int rfd = np_create(self->dev, 1, 0);
+	const uint32_t ids[] = { 0, 1, 0x7fffffff };
+	struct nproxy_region_state st;
+	struct np_nl_reply r;
+	size_t i;
+
+	ASSERT_LE(0, rfd);
+	ASSERT_EQ(0, ioctl(rfd, NPROXY_IOC_GET_STATE, &st));
+	for (i = 0; i < 3; i++) {
+		EXPECT_EQ(-EINVAL, np_nl_req1(self->sk, self->family, NPROXY_CMD_GET_REGIONS,
+					      NLM_F_DUMP, NPROXY_A_REGION_ID, &ids[i], 4, &r)) {
+			TH_LOG("id %u", ids[i]);
+		}
+		EXPECT_EQ(0, r.n_msgs);
+		EXPECT_NE(NULL, strstr(r.msg, "takes no attributes")) {
+			TH_LOG("extack \"%s\"", r.msg);
+		}
+	}
+	/* A live region's id too: no filtered dump of one region. */
+	EXPECT_EQ(-EINVAL, np_nl_req1(self->sk, self->family, NPROXY_CMD_GET_REGIONS, NLM_F_DUMP,
+				      NPROXY_A_REGION_ID, &st.region_id, 4, &r));
+	EXPECT_EQ(0, r.n_msgs);
+	/* Other attributes: the core's strict policy, EINVAL with a message. */
+	EXPECT_EQ(-EINVAL, np_nl_req1(self->sk, self->family, NPROXY_CMD_GET_REGIONS, NLM_F_DUMP,
+				      NPROXY_A_RANK, &ids[1], 4, &r));
+	EXPECT_STRNE("", r.msg);
+	/* Without attributes the dump works and lists the region. */
+	EXPECT_EQ(0, np_nl_req1(self->sk, self->family, NPROXY_CMD_GET_REGIONS, NLM_F_DUMP,
+				0, NULL, 0, &r));
+	EXPECT_LE(1, r.n_msgs);
+	close(rfd);
+}
+
+/* REGION_ID (0 or not) to a command that does not take it: EINVAL + extack. */
+TEST_F(raw, region_id_refused_where_not_taken)
+{
+	const uint8_t cmds[] = { NPROXY_CMD_GET_INFO, NPROXY_CMD_GET_STATS,
+				 NPROXY_CMD_RESET_STATS };
+	const uint32_t ids[] = { 0, 1 };
+	struct np_nl_reply r;
+	size_t i, j;
+
+	for (i = 0; i < sizeof(cmds); i++)
+		for (j = 0; j < 2; j++) {
+			EXPECT_EQ(-EINVAL, np_nl_req1(self->sk, self->family, cmds[i], 0,
+						      NPROXY_A_REGION_ID, &ids[j], 4, &r)) {
+				TH_LOG("cmd %u id %u", cmds[i], ids[j]);
+			}
+			EXPECT_STRNE("", r.msg);
+		}
+}
+
+/* The do request: id 0 ERANGE, missing id EINVAL, unknown id ENOENT, each with extack. */
+TEST_F(raw, get_region_do_errors_carry_messages)
+{
+	uint32_t zero = 0, gone = 0x7ffffff0;
+	struct np_nl_reply r;
+
+	EXPECT_EQ(-ERANGE, np_nl_req1(self->sk, self->family, NPROXY_CMD_GET_REGIONS, 0,
+				      NPROXY_A_REGION_ID, &zero, 4, &r));
+	EXPECT_NE(NULL, strstr(r.msg, "start at 1")) {
+		TH_LOG("extack \"%s\"", r.msg);
+	}
+	EXPECT_EQ(-EINVAL, np_nl_req1(self->sk, self->family, NPROXY_CMD_GET_REGIONS, 0,
+				      0, NULL, 0, &r));
+	EXPECT_STRNE("", r.msg);
+	EXPECT_EQ(-ENOENT, np_nl_req1(self->sk, self->family, NPROXY_CMD_GET_REGIONS, 0,
+				      NPROXY_A_REGION_ID, &gone, 4, &r));
+	EXPECT_STREQ("no such region", r.msg);
+}
+
+/* The policy of every command against uapi.md's table. */
+TEST_F(raw, every_command_matches_uapi_table)
+{
+	static const struct {
+		uint8_t cmd;
+		uint16_t flags;
+		int want;
+	} table[] = {
+		{ NPROXY_CMD_UNSPEC, 0, -EOPNOTSUPP },
+		{ NPROXY_CMD_GET_INFO, 0, 0 },
+		{ NPROXY_CMD_GET_INFO, NLM_F_DUMP, -EOPNOTSUPP },
+		{ NPROXY_CMD_GET_REGIONS, NLM_F_DUMP, 0 },
+		{ NPROXY_CMD_GET_REGIONS, 0, -EINVAL },		/* id required */
+		{ NPROXY_CMD_GET_STATS, 0, 0 },
+		{ NPROXY_CMD_GET_STATS, NLM_F_DUMP, -EOPNOTSUPP },
+		{ NPROXY_CMD_RESET_STATS, 0, 0 },		/* as root */
+		{ NPROXY_CMD_RESET_STATS, NLM_F_DUMP, -EOPNOTSUPP },
+		{ NPROXY_CMD_EVENT, 0, -EOPNOTSUPP },
+		{ NPROXY_CMD_EVENT, NLM_F_DUMP, -EOPNOTSUPP },
+		{ NPROXY_CMD_MAX + 1, 0, -EOPNOTSUPP },
+	};
+	struct np_nl_reply r;
+	size_t i;
+
+	for (i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+		EXPECT_EQ(table[i].want, np_nl_req1(self->sk, self->family, table[i].cmd,
+						    table[i].flags, 0, NULL, 0, &r)) {
+			TH_LOG("cmd %u flags %#x", table[i].cmd, table[i].flags);
+		}
+	}
+	/* Non-zero genlmsghdr.reserved: EINVAL with a message. */
+	EXPECT_EQ(0, np_nl_raw_request(self->sk, self->family, NPROXY_CMD_GET_INFO, 0, 1,
+				       NULL, 0, &r, NULL, NULL));
+	EXPECT_EQ(-EINVAL, r.error);
+	EXPECT_STRNE("", r.msg);
+}
+
+/*
+ * Permissions (issue 16, point 7): an unprivileged user may read (info,
+ * regions, stats) and may not change state: every command that changes
+ * state is GENL_ADMIN_PERM.  RESET_STATS is the only one today.
+ */
+TEST_F(raw, unprivileged_reads_but_cannot_change_state)
+{
+	static const struct {
+		uint8_t cmd;
+		uint16_t flags;
+		int want;
+	} table[] = {
+		{ NPROXY_CMD_GET_INFO, 0, 0 },
+		{ NPROXY_CMD_GET_REGIONS, NLM_F_DUMP, 0 },
+		{ NPROXY_CMD_GET_STATS, 0, 0 },
+		{ NPROXY_CMD_RESET_STATS, 0, -EPERM },
+	};
+	int status;
+	pid_t child = fork();
+
+	ASSERT_LE(0, child);
+	if (child == 0) {
+		struct np_nl_reply r;
+		size_t i;
+		int sk;
+
+		if (setresgid(65534, 65534, 65534) || setresuid(65534, 65534, 65534))
+			_exit(100);
+		sk = np_nl_raw_socket();
+		if (sk < 0)
+			_exit(101);
+		for (i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+			if (np_nl_req1(sk, self->family, table[i].cmd, table[i].flags, 0, NULL, 0,
+				       &r) != table[i].want)
+				_exit(1 + i);
+		_exit(0);
+	}
+	ASSERT_EQ(child, waitpid(child, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status)) {
+		TH_LOG("table row %d gave the wrong answer as nobody", WEXITSTATUS(status) - 1);
+	}
 }
 
 TEST_HARNESS_MAIN
