@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Handshake regions: four pages (trigger words, semaphores, read-only
- * info, the library's published proxy state) behind an anon inode fd, mapped one page at a time at the
- * NPROXY_OFF_* offsets, plus the direct ioctls on that fd.
+ * info, the library's published proxy state) behind an anon inode fd,
+ * mapped one page at a time at the NPROXY_OFF_* offsets, plus the direct
+ * ioctls on that fd.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 

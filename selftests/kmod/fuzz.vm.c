@@ -562,11 +562,11 @@ static struct mapping *some_map(struct thread *t)
 static void op_mmap(struct thread *t)
 {
 	static const uint64_t offs[] = {
-		NPROXY_OFF_TRIGGERS, NPROXY_OFF_SEMS, NPROXY_OFF_INFO,
+		NPROXY_OFF_TRIGGERS, NPROXY_OFF_SEMS, NPROXY_OFF_INFO, NPROXY_OFF_PROXY,
 	};
 	static const int ok[] = { EINVAL, EPERM, EACCES, ENODEV, EBADF, ENOMEM, EOVERFLOW, 0 };
 	struct mapping *m = free_map(t);
-	uint64_t off = offs[below(&t->rng, 3)];
+	uint64_t off = offs[below(&t->rng, 4)];
 	size_t len = page;
 	int prot = below(&t->rng, 8), flags = MAP_SHARED;
 	void *p;
@@ -588,7 +588,8 @@ static void op_mmap(struct thread *t)
 	}
 	if (len != (size_t)page || !(flags & MAP_SHARED) || (prot & PROT_EXEC) ||
 	    (off == NPROXY_OFF_INFO && (prot & PROT_WRITE)) ||
-	    (off != NPROXY_OFF_TRIGGERS && off != NPROXY_OFF_SEMS && off != NPROXY_OFF_INFO)) {
+	    (off != NPROXY_OFF_TRIGGERS && off != NPROXY_OFF_SEMS && off != NPROXY_OFF_INFO &&
+	     off != NPROXY_OFF_PROXY)) {
 		violation("mmap accepted a mapping uapi.md refuses", (long)off, prot);
 		munmap(p, len);
 		return;
