@@ -7,7 +7,8 @@
 #   make check        deps + build (module required) + every selftest: host
 #                     areas here, build/selftests/vm/ in one qemu boot with
 #                     kmod/nproxy.ko loaded; ends with "N passed, N failed, N skipped"
-#   make bench        deps + build + bench/run
+#   make bench        deps + build + bench/run: build/bench/report/ (report.md,
+#                     results.json, plots); QUICK=1: under two minutes, no VM
 #   make install      userspace only (DESTDIR, PREFIX); the module goes via dkms
 #   make lint         checkpatch + sparse (C=2 W=1) over kmod/ and the uapi header
 #   make asan | tsan  host tests built with ASan+UBSan / TSan (build-asan/, build-tsan/)
@@ -108,6 +109,7 @@ tsan:
 	+@$(SUBMAKE) SAN=tsan CHECK_AREAS="$(filter $(TSAN_AREAS),$(TEST_AREAS))" check-host
 
 bench: deps
+	@command -v gnuplot >/dev/null || echo "make bench: gnuplot missing: the report will have no plots (scripts/deps.sh installs gnuplot-nox)"
 	+@$(SUBMAKE) all
 	+@if [ -x bench/run ]; then exec bench/run; \
 	elif [ -n "$(call have,bench)" ] && grep -q '^run:' bench/Makefile; then $(SUBMAKE) -C bench run; \
