@@ -228,10 +228,11 @@ def plot(t, out_dir, gnuplot):
                 allv += [c["min"], c["max"]]
                 f.write("%s %s %r %r %r\n" % (j if cat else x, '"%s"' % xlabel(x), c["median"],
                                                c["min"], c["max"]))
-        title = sname.replace('"', "'") + (" (baseline)" if rows_by_series[sname][next(
-            iter(rows_by_series[sname]))]["role"] == "baseline" else "")
-        plots.append("'%s' using 1:3:4:5:xtic(2) with yerrorlines lw 2 title \"%s\"" % (
-            path, title))
+        baseline = next(iter(rows_by_series[sname].values()))["role"] == "baseline"
+        title = sname.replace('"', "'") + (" (baseline)" if baseline else "")
+        # nproxy solid, baselines dashed
+        plots.append("'%s' using 1:3:4:5:xtic(2) with yerrorlines lw 2 dt %d title \"%s\"" % (
+            path, 2 if baseline else 1, title))
     if not allv:
         return None
     png = "%s.png" % t["id"]
