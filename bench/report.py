@@ -207,6 +207,18 @@ def xlabel(x):
     return x
 
 
+_terminal = {}
+
+
+def terminal(gnuplot):
+    """pngcairo (draws dashes) when this gnuplot has it, else the libgd png"""
+    if gnuplot not in _terminal:
+        r = subprocess.run([gnuplot, "-e", "set terminal pngcairo"], capture_output=True,
+                           text=True)
+        _terminal[gnuplot] = "pngcairo" if r.returncode == 0 and not r.stderr.strip() else "png"
+    return _terminal[gnuplot]
+
+
 def plot(t, out_dir, gnuplot):
     """one PNG per table: every series, figure with its round spread as error bars"""
     rows_by_series = {}
@@ -236,7 +248,7 @@ def plot(t, out_dir, gnuplot):
     if not allv:
         return None
     png = "%s.png" % t["id"]
-    lines = ["set terminal png size 1000,600 font ',10'",
+    lines = ["set terminal %s size 1000,600 font ',10'" % terminal(gnuplot),
              "set output '%s'" % os.path.join(out_dir, png),
              "set title \"%s\" noenhanced" % t["title"].replace('"', "'"),
              "set xlabel \"%s\" noenhanced" % t["xlabel"],
