@@ -426,6 +426,8 @@ if [[ -n ${BENCH_RECORDS:-} ]] &&
 fi
 
 echo "# nproxy-run $(cat "$tmp/np.meta" 2>/dev/null || echo '?'), forked processes: $np_bind"
+[[ -n ${BENCH_RECORDS:-} ]] && printf 'meta\tcoll_nproxy_run\tnproxy-run %s, forked processes: %s\n' \
+	"$(cat "$tmp/np.meta" 2>/dev/null || echo '?')" "$np_bind" >>"$BENCH_RECORDS"
 if ((have_mpi)); then
 	bind_desc="Open MPI's default policy"
 	[[ -n ${MPI_BIND:-} ]] && bind_desc="--bind-to $MPI_BIND (MPI_BIND)"

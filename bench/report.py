@@ -158,10 +158,10 @@ def markdown(tables, meta, groups, plots, out):
       "this run; `results.json` beside this file has all of them, per round.\n\n"
       % (" QUICK=1" if meta.get("quick") == "1" else ""))
     w("| | |\n|---|---|\n")
-    for k in ("commit", "date", "host_kernel", "cpus", "cpu_model", "load_before", "load_after",
-              "provider", "libfabric", "openmpi", "quick", "rounds", "duration_s", "plots"):
-        if k in meta:
-            w("| %s | %s |\n" % (k, meta[k].replace("|", "/")))
+    first = ("commit", "date", "host_kernel", "cpus", "cpu_model", "load_before", "load_after",
+             "provider", "libfabric", "openmpi", "quick", "rounds", "duration_s", "plots")
+    for k in [k for k in first if k in meta] + [k for k in meta if k not in first]:
+        w("| %s | %s |\n" % (k, meta[k].replace("|", "/")))
     w("\nHow to read it: *figure* is the median over rounds of the per-round value (each round's\n"
       "value is itself a median over many iterations unless the table says otherwise); *spread*\n"
       "is the min..max of the per-round values; *ratio* = figure / baseline figure, measured in the\n"
