@@ -7,7 +7,8 @@
 #   make check        deps + build (module required) + every selftest: host
 #                     areas here, build/selftests/vm/ in one qemu boot with
 #                     kmod/nproxy.ko loaded; ends with "N passed, N failed, N skipped"
-#   make bench        deps + build + bench/run
+#   make bench        deps + build + bench/run: build/bench/report/ (report.md,
+#                     results.json, plots); QUICK=1: under two minutes, no VM
 #   make install      library, headers, tools, man pages, pkg-config, bash
 #                     completion, udev rule, sysusers.d group, modprobe.d
 #                     (DESTDIR PREFIX BINDIR SBINDIR LIBDIR ...; see below);
@@ -152,6 +153,7 @@ fuzz:
 		--module $(TOP)/kmod/nproxy.ko -- $(O)/selftests/vm/kmod-fuzz
 
 bench: deps
+	@command -v gnuplot >/dev/null || echo "make bench: gnuplot missing: the report will have no plots (scripts/deps.sh installs gnuplot-nox)"
 	+@$(SUBMAKE) all
 	+@if [ -x bench/run ]; then exec bench/run; \
 	elif [ -n "$(call have,bench)" ] && grep -q '^run:' bench/Makefile; then $(SUBMAKE) -C bench run; \

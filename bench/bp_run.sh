@@ -9,12 +9,17 @@
 # is faster).  Numbers, not pass/fail: this machine is shared and noisy.
 #
 #   bench/bp_run.sh [ranks=2,4,8] [iters=1000] [warmup=100]
+# QUICK=1: 200 iterations after 20; ROUNDS (default 1): interleaved rounds.
+# Under bench/run (BENCH_RECORDS set) it records each round's median per
+# (op, ranks, implementation) for the report (bench/record.sh).
 # Run from the source tree (uses build/bench/) or from build/bench/.
 set -u
-RANKS=${1:-2,4,8}
-ITERS=${2:-1000}
-WARMUP=${3:-100}
+QUICK=${QUICK:-0}
+if [[ $QUICK == 1 ]]; then RANKS=${1:-2,4,8} ITERS=${2:-200} WARMUP=${3:-20}
+else RANKS=${1:-2,4,8} ITERS=${2:-1000} WARMUP=${3:-100}; fi
+ROUNDS=${ROUNDS:-1}
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/record.sh"
 if [ -x "$here/bp_bench" ]; then bin=$here; else bin=$here/../build/bench; fi
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
@@ -27,26 +32,33 @@ for b in bp_bench bp_star; do
 done
 
 echo "# bp_run: ranks $RANKS, $ITERS calls after $WARMUP warm-up, $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg)"
-timeout 600 "$bin/bp_bench" -r "$RANKS" -i "$ITERS" -w "$WARMUP" >>"$out" ||
-	echo "# bp_bench failed" >&2
-timeout 600 "$bin/bp_star" -r "$RANKS" -i "$ITERS" -w "$WARMUP" >>"$out" ||
-	echo "# bp_star failed" >&2
-mpi_note=""
-if [ -x "$bin/bp_mpi" ] && command -v mpirun >/dev/null; then
+# A round: bananaphone, Unix-socket star, Open MPI, one after the other
+# (A B C A B C ...: load drift hits all three alike).  The table below shows
+# the last round; the report (under bench/run) has every round.
+have_mpi=0
+if [ -x "$bin/bp_mpi" ] && command -v mpirun >/dev/null; then have_mpi=1; fi
+for ((r = 1; r <= ROUNDS; r++)); do
+	timeout 600 "$bin/bp_bench" -r "$RANKS" -i "$ITERS" -w "$WARMUP" | sed "s/^RESULT/RESULT round=$r/" >>"$out" ||
+		echo "# bp_bench failed" >&2
+	timeout 600 "$bin/bp_star" -r "$RANKS" -i "$ITERS" -w "$WARMUP" | sed "s/^RESULT/RESULT round=$r/" >>"$out" ||
+		echo "# bp_star failed" >&2
+	((have_mpi)) || continue
 	for n in ${RANKS//,/ }; do
 		# As root Open MPI needs --allow-run-as-root; --oversubscribe
 		# for more ranks than cpus (it then yields while polling).
 		timeout 600 mpirun --allow-run-as-root --oversubscribe -np "$n" \
-			"$bin/bp_mpi" -i "$ITERS" -w "$WARMUP" >>"$out" 2>/dev/null ||
+			"$bin/bp_mpi" -i "$ITERS" -w "$WARMUP" 2>/dev/null | sed "s/^RESULT/RESULT round=$r/" >>"$out" ||
 			echo "# bp_mpi failed at $n ranks" >&2
 	done
-else
-	mpi_note="openmpi: n/a (no mpicc/mpirun: install openmpi-bin libopenmpi-dev)"
-fi
+done
+mpi_note=""
+((have_mpi)) || mpi_note="openmpi: n/a (no mpicc/mpirun: install openmpi-bin libopenmpi-dev)"
 
 # Death detection (the issue's bound: 100 ms): survivors' time from the
 # SIGKILL of the last rank to their NPROXY_PEER_DEAD, over 5 kills.
-death=$(timeout 300 "$bin/bp_bench" -d -r "$RANKS" -i 5) || echo "# bp_bench -d failed" >&2
+kills=5
+[[ $QUICK == 1 ]] && kills=3
+death=$(timeout 300 "$bin/bp_bench" -d -r "$RANKS" -i $kills) || echo "# bp_bench -d failed" >&2
 
 awk -v note="$mpi_note" '
 /^RESULT/ {
@@ -86,3 +98,32 @@ echo "$death" | awk '/^RESULT/ {
 	printf "  %2s ranks: mean %6.1f ms  median %6.1f ms  max %6.1f ms  (%s kills)\n", f["ranks"],
 		f["avg_us"] / 1000, f["p50_us"] / 1000, f["max_us"] / 1000, f["iters"]
 }'
+
+# ---- records for the report ---------------------------------------------------
+if [[ -n ${BENCH_RECORDS:-} ]]; then
+	for t in "barrier 0" "allgather 64" "allgather 4096"; do
+		read -r op size <<<"$t"
+		id=bp_$op; ((size)) && id+=_$size
+		what=$op; ((size)) && what+=" of $size B per rank"
+		rec_table "$id" "Bananaphone $what: latency vs rank count, vs Open MPI and a Unix-socket star" \
+			ranks "latency per call (us, median over calls)" lower linear
+		rec_note "$id" "Per round: bp_bench (bananaphone), bp_star (Unix-socket star), then Open MPI (one mpirun per rank count), $ITERS calls after $WARMUP warm-up each; a round's figure is the median over calls (median over ranks). Ratio = bananaphone / baseline: below 1, Bananaphone is faster."
+	done
+	awk '/^RESULT/ { delete f; for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+		if (f["op"] == "detect_death") next
+		id = "bp_" f["op"]; if (f["size"] + 0) id = id "_" f["size"]
+		role = f["impl"] == "bananaphone" ? "nproxy" : "baseline"
+		name = f["impl"] == "unix_star" ? "Unix-socket star" : (f["impl"] == "openmpi" ? "Open MPI" : f["impl"])
+		printf "%s\t%s\t%s\t%s\t%s\t%s\n", id, name, role, f["ranks"], f["round"], f["p50_us"] }' "$out" |
+		while IFS=$'\t' read -r id name role ranks rnd v; do
+			rec_sample "$id" "$name" "$role" "" "$ranks" "$rnd" "$v"
+		done
+	rec_table bp_death "Bananaphone death detection: SIGKILL of one rank -> every survivor's NPROXY_PEER_DEAD" \
+		ranks "ms (median over kills; p99 column: the maximum)" lower linear
+	echo "$death" | awk '/^RESULT/ { delete f; for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+		printf "%s\t%s\t%s\n", f["ranks"], f["p50_us"] / 1000, f["max_us"] / 1000 }' |
+		while IFS=$'\t' read -r ranks med max; do
+			rec_sample bp_death "bananaphone" nproxy "" "$ranks" 1 "$med" "$max"
+		done
+	rec_note bp_death "One round of $kills kills per rank count; no baseline (the bound is 100 ms)."
+fi

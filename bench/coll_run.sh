@@ -23,7 +23,10 @@
 #  3. The issue's targets, met or missed per row.
 #
 #   bench/coll_run.sh            full: 2 rounds, ITERS=40 timed iterations per size
-#   QUICK=1 bench/coll_run.sh    1 round, ITERS=10 (well under a minute)
+#   QUICK=1 bench/coll_run.sh    1 round, ITERS=10, sizes up to 4M (well under a minute)
+# Under bench/run (BENCH_RECORDS set, bench/record.sh) it also records every
+# per-round figure for the report: latency and bus bandwidth per collective,
+# nproxy-run (each device delay) and Open MPI, paired by rank count.
 # Environment: ITERS, WARMUP, ROUNDS override the above; MPI_BIND=core|none|
 # socket forces mpirun's --bind-to (default: Open MPI's own policy, printed);
 # NPROXY_BUILD: build tree (default <top>/build); NPROXY_RUN: the nproxy-run to
@@ -49,6 +52,7 @@ TMO=${RUN_TIMEOUT:-300}
 RANKS=(2 4)
 COLLS=(allgather allreduce)
 SIZES=1K,64K,1M,4M,16M
+[[ $QUICK == 1 ]] && SIZES=${COLL_SIZES:-1K,64K,1M,4M}
 WAIT_DELAY_US=200000	# section 2: the issue's "device takes 200 ms" job
 
 [[ -x $nprun ]] || { echo "coll_run: $nprun missing (make -j2 all)" >&2; exit 1; }
@@ -72,9 +76,29 @@ fail_run() {
 	grep -v 'MCW rank' "$err" | head -n 8 | sed 's/^/coll_run:   | /' >&2
 }
 
+# The one place that knows nproxy-run --json's field names: get(d, name)
+# takes the name this script uses and tries the spellings nproxy-run has
+# had (or may get: fields carrying their units), first found wins.
+py_np_fields='
+NP_FIELDS = {
+    "median_us": ("median_us", "median_usec", "lat_median_us"),
+    "p99_us": ("p99_us", "p99_usec", "lat_p99_us"),
+    "cpu_s": ("cpu_s", "cpu_sec", "cpu_seconds"),
+    "timed_wall_s": ("timed_wall_s", "timed_wall_sec", "wall_s"),
+    "device_delay_us": ("device_delay_us", "device_delay_usec"),
+    "bytes": ("bytes", "size_bytes", "size"),
+    "iters": ("iters", "iterations"),
+}
+def get(d, name, default=None):
+    for k in NP_FIELDS.get(name, (name,)):
+        if k in d:
+            return d[k]
+    return default
+'
+
 # nproxy-run's JSON -> records "np RANKS COLL DELAY ROUND IDX BYTES ITERS MED P99 CPU WALL";
 # prints "error: ..." (and nothing else) when the JSON is unusable.
-py_np='
+py_np=$py_np_fields'
 import json, sys
 f, ranks, coll, delay, rnd = sys.argv[1:6]
 try:
@@ -86,9 +110,9 @@ if d.get("status") != "ok":
 for i, r in enumerate(d.get("results", [])):
     if not r.get("verified", False):
         print("error: %s B not verified" % r.get("bytes")); sys.exit(0)
-    cpu = r.get("cpu_s"); wall = r.get("timed_wall_s")
-    print("np", ranks, coll, delay, rnd, i, r["bytes"], r["iters"], r["median_us"],
-          r["p99_us"], "nan" if cpu is None else cpu, "nan" if wall is None else wall)
+    cpu = get(r, "cpu_s"); wall = get(r, "timed_wall_s")
+    print("np", ranks, coll, delay, rnd, i, get(r, "bytes"), get(r, "iters"), get(r, "median_us"),
+          get(r, "p99_us"), "nan" if cpu is None else cpu, "nan" if wall is None else wall)
 '
 
 # run_np RANKS COLL DELAY ROUND
@@ -160,7 +184,9 @@ run_mpi() {
 # ---- nproxy-run's default device delay and a smoke test ---------------------
 
 def_delay=$(timeout -k 10 "$TMO" "$nprun" -q -p 2 -n 1 -w 0 -s 1K --json 2>"$tmp/probe.err" |
-	python3 -c 'import json, sys; print(int(json.load(sys.stdin)["device_delay_us"]))' 2>/dev/null)
+	python3 -c "$py_np_fields"'
+import json, sys
+print(int(get(json.load(sys.stdin), "device_delay_us")))' 2>/dev/null)
 if [[ -z $def_delay ]]; then
 	# Not from a run: from --help's "(default N)".
 	def_delay=$("$nprun" --help 2>/dev/null | sed -n 's/.*--device-delay-us.*(default \([0-9]*\)).*/\1/p')
@@ -201,7 +227,7 @@ w=$tmp/wait
 timeout -k 10 "$TMO" "$nprun" -q -p 2 -n 10 -w 1 --device-delay-us "$WAIT_DELAY_US" -s 1K --json \
 	>"$w.json" 2>"$w.err"
 rc=$?
-wait_line=$(python3 -c '
+wait_line=$(python3 -c "$py_np_fields"'
 import json, sys
 try:
     d = json.load(open(sys.argv[1]))
@@ -210,10 +236,10 @@ except Exception as e:
 if d.get("status") != "ok" or not d.get("results"):
     print("error: status %s: %s" % (d.get("status"), d.get("error"))); sys.exit(0)
 r = d["results"][0]
-cpu, wall = r.get("cpu_s"), r.get("timed_wall_s")
+cpu, wall = get(r, "cpu_s"), get(r, "timed_wall_s")
 if cpu is None or wall is None or not wall > 0:
     print("n/a"); sys.exit(0)
-print(cpu, wall, r["iters"], d.get("procs", 2))
+print(cpu, wall, get(r, "iters"), d.get("procs", 2))
 ' "$w.json")
 if ((rc)) || [[ $wait_line == error:* ]]; then
 	[[ $wait_line == error:* ]] && echo "$wait_line" >>"$w.err"
@@ -393,8 +419,15 @@ else:
 EOF
 rc_render=$?
 ((rc_render)) && { echo "coll_run: rendering the table failed" >&2; failed=$((failed + 1)); }
+if [[ -n ${BENCH_RECORDS:-} ]] &&
+	! python3 "$here/coll_record.py" "$rec" "$BENCH_RECORDS" "${BENCH_GROUP:-coll}"; then
+	echo "coll_run: recording the results for the report failed" >&2
+	failed=$((failed + 1))
+fi
 
 echo "# nproxy-run $(cat "$tmp/np.meta" 2>/dev/null || echo '?'), forked processes: $np_bind"
+[[ -n ${BENCH_RECORDS:-} ]] && printf 'meta\tcoll_nproxy_run\tnproxy-run %s, forked processes: %s\n' \
+	"$(cat "$tmp/np.meta" 2>/dev/null || echo '?')" "$np_bind" >>"$BENCH_RECORDS"
 if ((have_mpi)); then
 	bind_desc="Open MPI's default policy"
 	[[ -n ${MPI_BIND:-} ]] && bind_desc="--bind-to $MPI_BIND (MPI_BIND)"

@@ -14,6 +14,10 @@
 # bandwidth ratio = nproxy / fi_pingpong (target >= 0.95 at 1 MiB on shm).
 #
 #   bench/net_run.sh [providers...]     default: shm "tcp;ofi_rxm"
+# QUICK=1: three sizes (64 B, 64 KiB, 1 MiB).  ROUNDS (default 1):
+# rounds of fi_pingpong, proxy path, engine, interleaved per provider; the
+# table shows the last round.  Under bench/run (BENCH_RECORDS set) every
+# round's figures go to the report (bench/record.sh).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=${NPROXY_TOP:-$(cd "$here/.." && pwd)}
@@ -23,6 +27,9 @@ command -v fi_pingpong >/dev/null || { echo "net_run.sh: fi_pingpong missing (li
 [[ -x $bin ]] || { echo "net_run.sh: net_pingpong not built (make -C bench)"; exit 1; }
 
 sizes=(64 256 1024 4096 16384 65536 262144 1048576 4194304)
+[[ ${QUICK:-0} == 1 ]] && sizes=(64 65536 1048576)
+ROUNDS=${ROUNDS:-1}
+. "$here/record.sh"
 providers=("$@")
 ((${#providers[@]})) || providers=(shm "tcp;ofi_rxm")
 export FI_TCP_IFACE=${FI_TCP_IFACE:-lo}
@@ -45,7 +52,7 @@ fi_pp() {
 		>"$tmp/srv" 2>&1 &
 	local spid=$!
 	for try in 1 2 3 4 5 6 7 8 9 10; do	# the server may be slow to listen
-		sleep 0.3
+		if ((try == 1)); then sleep 0.1; else sleep 0.3; fi
 		out=$(timeout 120 fi_pingpong -p "$prov" -e rdm -I "$iters" -S "$size" -P "$port" \
 			127.0.0.1 2>&1) && break
 	done
@@ -75,16 +82,34 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a > 0) printf "%.2f", a 
 printf '%-12s %8s | %10s %10s %6s %10s %6s | %10s %10s %6s %10s %6s\n' \
 	provider bytes fi_usec proxy_usec ratio engine_usec ratio fi_MB/s proxy_MB/s ratio engine_MB/s ratio
 for prov in "${providers[@]}"; do
-	np_pp proxy "$prov" >"$tmp/proxy"
-	np_pp engine "$prov" >"$tmp/engine"
-	for size in "${sizes[@]}"; do
-		read -r fu fb < <(fi_pp "$prov" "$size")
-		read -r _ pu pb < <(awk -v s="$size" '$1 == s' "$tmp/proxy")
-		read -r _ eu eb < <(awk -v s="$size" '$1 == s' "$tmp/engine")
-		printf '%-12s %8s | %10s %10s %6s %10s %6s | %10s %10s %6s %10s %6s\n' \
-			"$prov" "$size" "$fu" "${pu:-n/a}" "$(ratio "${pu:-0}" "$fu")" \
-			"${eu:-n/a}" "$(ratio "${eu:-0}" "$fu")" "$fb" "${pb:-n/a}" \
-			"$(ratio "${pb:-0}" "$fb")" "${eb:-n/a}" "$(ratio "${eb:-0}" "$fb")"
+	id=net_lat_${prov//[^a-z]/_}
+	rec_table "$id" "One-way latency vs size, provider $prov: proxy path, engine alone, fi_pingpong" \
+		"message size (bytes)" "one-way latency (us, time / 2 iterations)" lower log
+	rec_table "${id/lat/bw}" "Bandwidth vs size, provider $prov: proxy path, engine alone, fi_pingpong" \
+		"message size (bytes)" "MB/s (2 x iterations x size / time)" higher log
+	rec_note "$id" "Per round: fi_pingpong at every size, then net_pingpong --mode proxy, then --mode engine; same provider, sizes and iteration counts (<= 512 MiB per direction, 20..2000). Ratio = nproxy / fi_pingpong (target: <= 1.10 for small messages on shm)."
+	for ((r = 1; r <= ROUNDS; r++)); do
+		for size in "${sizes[@]}"; do
+			fi_pp "$prov" "$size" >"$tmp/fi.$size"
+		done
+		np_pp proxy "$prov" >"$tmp/proxy"
+		np_pp engine "$prov" >"$tmp/engine"
+		for size in "${sizes[@]}"; do
+			read -r fu fb <"$tmp/fi.$size"
+			read -r _ pu pb < <(awk -v s="$size" '$1 == s' "$tmp/proxy")
+			read -r _ eu eb < <(awk -v s="$size" '$1 == s' "$tmp/engine")
+			((r == ROUNDS)) && printf '%-12s %8s | %10s %10s %6s %10s %6s | %10s %10s %6s %10s %6s\n' \
+				"$prov" "$size" "$fu" "${pu:-n/a}" "$(ratio "${pu:-0}" "$fu")" \
+				"${eu:-n/a}" "$(ratio "${eu:-0}" "$fu")" "$fb" "${pb:-n/a}" \
+				"$(ratio "${pb:-0}" "$fb")" "${eb:-n/a}" "$(ratio "${eb:-0}" "$fb")"
+			rec_sample "$id" fi_pingpong baseline "" "$size" "$r" "$fu"
+			rec_sample "$id" "nproxy proxy path" nproxy "" "$size" "$r" "${pu:-nan}"
+			rec_sample "$id" "nproxy engine alone" nproxy "" "$size" "$r" "${eu:-nan}"
+			rec_sample "${id/lat/bw}" fi_pingpong baseline "" "$size" "$r" "$fb"
+			rec_sample "${id/lat/bw}" "nproxy proxy path" nproxy "" "$size" "$r" "${pb:-nan}"
+			rec_sample "${id/lat/bw}" "nproxy engine alone" nproxy "" "$size" "$r" "${eb:-nan}"
+			unset pu pb eu eb
+		done
 	done
 done
 echo "# load average: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"

@@ -1,0 +1,106 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# bench/report.py on a tiny fixture (no benchmark runs, no timing): the
+# report it writes is well formed and its numbers are the fixture's own -
+# figure = median over rounds, spread = min..max, ratio = figure / the
+# baseline of the same pair, its spread from the per-round ratios; the
+# provenance goes to results.json; one PNG per table when gnuplot is
+# installed; a malformed record file is refused.
+here=$(cd "$(dirname "$0")" && pwd -P)
+BUILD=${NPROXY_BUILD:-$(cd "$here/../.." && pwd -P)}
+TOP=${NPROXY_TOP:-$(cd "$BUILD/.." && pwd -P)}
+. "$TOP/scripts/tap.sh"
+REPORT=$TOP/bench/report.py
+[[ -f $REPORT ]] || tap_skip_all "bench/report.py missing"
+tap_require_cmd python3
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/raw"
+export BENCH_RECORDS=$tmp/raw/01-fix.tsv BENCH_GROUP=fix
+. "$TOP/bench/record.sh"
+rec_meta commit abc123
+rec_meta load_before "1.00 0.50 0.25"
+rec_meta load_after "2.00 1.00 0.50"
+rec_table lat "Fixture latency" "size (bytes)" "latency (us)" lower log
+# Two rounds; pair "2 ranks": nproxy 10, 12 vs baseline 20, 20 -> ratio
+# 11/20 = 0.55, per-round ratios 0.50 and 0.60.
+rec_sample lat "base 2" baseline "2 ranks" 1024 1 20 30
+rec_sample lat "np 2" nproxy "2 ranks" 1024 1 10 15
+rec_sample lat "base 2" baseline "2 ranks" 1024 2 20 40
+rec_sample lat "np 2" nproxy "2 ranks" 1024 2 12 17
+# Another pair: must not be compared with the "2 ranks" baseline.
+rec_sample lat "np 4" nproxy "4 ranks" 1024 1 40
+rec_sample lat "base 4" baseline "4 ranks" 1024 1 80
+rec_sample lat "np 2" nproxy "2 ranks" 1048576 1 100
+rec_sample lat "base 2" baseline "2 ranks" 1048576 1 50
+rec_note lat "a note about the fixture"
+rec_table cat "Fixture categories" "" "ns" lower category
+rec_sample cat "only" nproxy "" "p50" 1 5
+rec_sample cat "only" nproxy "" "max" 1 9
+printf 'group\tfix\tok\tthe fixture\t3\n' >>"$BENCH_RECORDS"
+
+tap_plan 6
+if python3 "$REPORT" "$tmp/raw" "$tmp/out" >"$tmp/log" 2>&1; then
+	tap_ok "report.py writes a report from the fixture"
+else
+	tap_fail "report.py writes a report from the fixture" "$(cat "$tmp/log")"
+fi
+
+md=$tmp/out/report.md
+row=$(grep -F '| 1024 | np 2 |' "$md" 2>/dev/null)
+if [[ $row == "| 1024 | np 2 | 11.0 | 16.0 | 2 | 10.0..12.0 | base 2 | 20.0 | 0.55 | 0.50..0.60 |" ]]; then
+	tap_ok "report.md row: median, p99, rounds, spread, baseline, ratio and its spread"
+else
+	tap_fail "report.md row: median, p99, rounds, spread, baseline, ratio and its spread" "got: $row"
+fi
+
+rows4=$(grep -cF '| 1024 | np 4 |' "$md" 2>/dev/null)
+if grep -qF '| 1024 | np 4 | 40.0 | n/a | 1 | 1 round | base 4 | 80.0 | 0.50 |' "$md" && [[ $rows4 == 1 ]] &&
+	grep -qF '| 1048576 | np 2 | 100.0 | n/a | 1 | 1 round | base 2 | 50.0 | 2.00 |' "$md" &&
+	grep -q '^## Fixture latency$' "$md" && grep -q '^a note about the fixture$' "$md" &&
+	grep -qF '| p50 | only | 5.00 |' "$md"; then
+	tap_ok "report.md: baselines paired by pair key, one table per benchmark, notes kept"
+else
+	tap_fail "report.md: baselines paired by pair key, one table per benchmark, notes kept" "$(cat "$md" 2>/dev/null)"
+fi
+
+if python3 - "$tmp/out/results.json" >"$tmp/py" 2>&1 <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["meta"]["commit"] == "abc123", d["meta"]
+assert d["meta"]["load_before"] == "1.00 0.50 0.25" and d["meta"]["load_after"] == "2.00 1.00 0.50"
+assert d["groups"]["fix"]["status"] == "ok"
+t = {x["id"]: x for x in d["tables"]}
+assert set(t) == {"lat", "cat"}, t.keys()
+s = [x for x in t["lat"]["series"] if x["series"] == "np 2" and x["x"] == "1024"][0]
+assert s["values"] == [10.0, 12.0] and s["p99s"] == [15.0, 17.0] and s["rounds"] == 2, s
+r = [x for x in t["lat"]["rows"] if x["series"] == "np 2" and x["x"] == "1024"][0]
+b = r["baselines"]
+assert len(b) == 1 and b[0]["series"] == "base 2" and abs(b[0]["ratio"] - 0.55) < 1e-9, b
+assert abs(b[0]["ratio_min"] - 0.5) < 1e-9 and abs(b[0]["ratio_max"] - 0.6) < 1e-9, b
+PY
+then
+	tap_ok "results.json: provenance, per-round values, ratios"
+else
+	tap_fail "results.json: provenance, per-round values, ratios" "$(cat "$tmp/py")"
+fi
+
+if ! command -v gnuplot >/dev/null; then
+	tap_skip "one PNG per table" "gnuplot not installed (scripts/deps.sh installs gnuplot-nox)"
+elif [[ $(head -c 4 "$tmp/out/lat.png" 2>/dev/null | od -An -c | tr -d ' ') == 211PNG &&
+	$(head -c 4 "$tmp/out/cat.png" 2>/dev/null | od -An -c | tr -d ' ') == 211PNG ]] &&
+	grep -qF '(lat.png)' "$md"; then
+	tap_ok "one PNG per table, linked from report.md"
+else
+	tap_fail "one PNG per table, linked from report.md" "$(ls -l "$tmp/out")"
+fi
+
+printf 'sample\tnope\tx\tnproxy\t\t1\t1\t1\t-\n' >"$tmp/raw/02-bad.tsv"
+if python3 "$REPORT" "$tmp/raw" "$tmp/out2" >"$tmp/log2" 2>&1; then
+	tap_fail "a sample for an undeclared table is refused" "report.py exited 0"
+else
+	tap_ok "a sample for an undeclared table is refused"
+fi
+tap_done
