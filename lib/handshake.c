@@ -128,7 +128,7 @@ static enum nproxy_status requested_backend(const struct nproxy_hs_opts *opts,
 	const char *env;
 
 	*b = opts->backend;
-	*source = "opts->backend";
+	*source = NULL;		/* the caller's options */
 	if (*b != NPROXY_HS_AUTO)
 		return NPROXY_SUCCESS;
 	env = getenv(HS_ENV);
@@ -201,9 +201,13 @@ enum nproxy_status nproxy_hs_open(const struct nproxy_hs_opts *opts, struct npro
 	if (st != NPROXY_SUCCESS) {
 		if (want == NPROXY_HS_AUTO)
 			nproxy_log(NPROXY_LOG_ERROR, "handshake (rank %u): %s: %s", hs->rank, source, why);
-		else
+		else if (source)
 			nproxy_log(NPROXY_LOG_ERROR, "handshake (rank %u): %s=%s: %s", hs->rank, source,
 				   nproxy_hs_backend_name(want), why);
+		else
+			nproxy_log(NPROXY_LOG_ERROR,
+				   "handshake (rank %u): the %s backend (asked for by the caller): %s",
+				   hs->rank, nproxy_hs_backend_name(want), why);
 		free(hs);
 		return st;
 	}

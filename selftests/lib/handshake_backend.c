@@ -40,7 +40,7 @@ TEST(explicit_kmod_without_module_fails_clearly)
 	hs_test_log_capture();
 	EXPECT_ST(NPROXY_UNSUPPORTED, nproxy_hs_open(&o, &hs));
 	EXPECT_EQ(NULL, hs);
-	EXPECT_TRUE(hs_test_log_has("opts->backend=kmod: /dev/nproxy: No such file or directory"));
+	EXPECT_TRUE(hs_test_log_has("the kmod backend (asked for by the caller): /dev/nproxy: No such file or directory"));
 }
 
 TEST(forced_kmod_with_module_uses_it)
