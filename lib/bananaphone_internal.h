@@ -55,8 +55,12 @@ struct bp_rank_ctl {
 	_Atomic uint32_t left;		/* set by bp_hangup: orderly departure */
 	uint32_t pid;			/* written by the leader at join */
 	_Atomic uint64_t barrier_arrived; /* highest barrier seq this rank entered */
-	uint8_t pad1[BP_CACHELINE - 16];
+	/* 1 + the rank whose death made this one give up (bp_abandon), or 0:
+	 * peers that see this rank gone then name that rank, not this one. */
+	_Atomic uint32_t saw_dead;
+	uint8_t pad1[BP_CACHELINE - 20];
 };
+_Static_assert(sizeof(struct bp_rank_ctl) == 2 * BP_CACHELINE, "two cache lines per rank");
 
 struct bp_counter {
 	_Atomic uint64_t v;

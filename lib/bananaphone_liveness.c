@@ -23,7 +23,33 @@ int bp_pidfd_open(pid_t pid)
 	return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
-/* Poll every peer's pidfd once; the first dead (not hung up) one breaks the bus. */
+void bp_abandon(struct bp *bp, uint32_t dead_rank)
+{
+	uint32_t none = 0;
+
+	if (!bp || !bp->ctl || dead_rank >= bp->n || dead_rank == bp->rank)
+		return;
+	atomic_compare_exchange_strong(&bp_rank_ctl(bp, bp->rank)->saw_dead, &none,
+				       dead_rank + 1);
+}
+
+uint32_t bp_blame(const struct bp *bp, uint32_t gone_rank)
+{
+	uint32_t s;
+
+	if (!bp || !bp->ctl || gone_rank >= bp->n)
+		return gone_rank;
+	s = atomic_load(&bp_rank_ctl((struct bp *)bp, gone_rank)->saw_dead);
+	return s && s - 1 < bp->n ? s - 1 : gone_rank;
+}
+
+/*
+ * Poll every peer's pidfd once; a dead (not hung up) one breaks the bus.
+ * Several may be gone: a rank that gave up because it saw another die
+ * (bp_abandon) is not the one to name while a rank that died on its own
+ * is among them, and when it is the only one, the rank it saw die is named
+ * through it.  Whatever is named is recorded as what made this rank give up.
+ */
 enum nproxy_status bp_check_dead(struct bp *bp)
 {
 	struct pollfd pfd[BP_MAX_RANKS];
@@ -44,18 +70,36 @@ enum nproxy_status bp_check_dead(struct bp *bp)
 	n = poll(pfd, k, 0);
 	if (n <= 0)
 		return NPROXY_SUCCESS;
+	int gave_up = -1;
+	uint32_t saw = 0;
+
 	for (r = 0; r < k; r++) {
-		uint32_t peer = idx[r];
+		uint32_t peer = idx[r], s = 0;
 
 		if (!(pfd[r].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
 		if (bp->ctl && atomic_load(&bp_rank_ctl(bp, peer)->left))
 			continue;	/* exited after hanging up: not a death */
+		if (bp->ctl)
+			s = atomic_load(&bp_rank_ctl(bp, peer)->saw_dead);
+		if (s && s - 1 < bp->n && s - 1 != bp->rank) {
+			if (gave_up < 0) {
+				gave_up = (int)peer;
+				saw = s - 1;
+			}
+			continue;
+		}
+		bp_abandon(bp, peer);
 		return bp_fail(bp, NPROXY_PEER_DEAD,
 			       "rank %u (pid %d) died: it exited or was killed without hanging up",
 			       peer, (int)bp->pids[peer]);
 	}
-	return NPROXY_SUCCESS;
+	if (gave_up < 0)
+		return NPROXY_SUCCESS;
+	bp_abandon(bp, saw);
+	return bp_fail(bp, NPROXY_PEER_DEAD,
+		       "rank %u (pid %d) died (rank %u, pid %d, saw it and exited)",
+		       saw, (int)bp->pids[saw], (uint32_t)gave_up, (int)bp->pids[gave_up]);
 }
 
 /* Rate-limited liveness check for wait loops (force: check now). */

@@ -82,6 +82,7 @@ struct rank_ctx {
 	 * once instead of at the engine's no-progress deadline. */
 	uint32_t n_peers;
 	uint32_t peer_rank[RUN_MAX_RANKS];
+	uint32_t peer_bus[RUN_MAX_RANKS];	/* its rank on the bus */
 	int peer_pid[RUN_MAX_RANKS];
 	int peer_pidfd[RUN_MAX_RANKS];
 
@@ -167,6 +168,7 @@ static enum nproxy_status exchange_pids(struct rank_ctx *rc)
 		if (rc->peer_pidfd[rc->n_peers] < 0)
 			continue;	/* already gone: the first wait reports it */
 		rc->peer_rank[rc->n_peers] = peer.rank;
+		rc->peer_bus[rc->n_peers] = b;
 		rc->peer_pid[rc->n_peers] = peer.pid;
 		rc->n_peers++;
 	}
@@ -183,9 +185,20 @@ static int dead_peer(const struct rank_ctx *rc)
 		pfd[i] = (struct pollfd){ .fd = rc->peer_pidfd[i], .events = POLLIN };
 	if (!rc->n_peers || poll(pfd, rc->n_peers, 0) <= 0)
 		return -1;
-	for (uint32_t i = 0; i < rc->n_peers; i++)
-		if (pfd[i].revents)
-			return (int)i;
+	for (uint32_t i = 0; i < rc->n_peers; i++) {
+		uint32_t culprit;
+
+		if (!pfd[i].revents)
+			continue;
+		/* A peer that gave up because another died names that one. */
+		culprit = bp_blame(rc->bp, rc->peer_bus[i]);
+		for (uint32_t j = 0; j < rc->n_peers; j++)
+			if (rc->peer_bus[j] == culprit)
+				i = j;
+		/* Peers that see us exit now name it, not us. */
+		bp_abandon(rc->bp, rc->peer_bus[i]);
+		return (int)i;
+	}
 	return -1;
 }
 

@@ -104,6 +104,17 @@ NPROXY_API const char *bp_strerror(const struct bp *bp);
  */
 NPROXY_API void bp_hangup(struct bp *bp);
 /*
+ * This rank is about to give up because bus rank dead_rank died (seen by
+ * other means than the bus, e.g. the caller's own pidfd): peers that then
+ * see this rank exit name dead_rank as the cause, not this rank.  The bus
+ * records it itself when it is what saw the death.  The first call wins;
+ * a bad rank, this rank or NULL are ignored.
+ */
+NPROXY_API void bp_abandon(struct bp *bp, uint32_t dead_rank);
+/* The bus rank to name for gone_rank's exit: the rank it recorded with
+ * bp_abandon(), else gone_rank itself. */
+NPROXY_API uint32_t bp_blame(const struct bp *bp, uint32_t gone_rank);
+/*
  * Unmap, close, free.  NULL is a no-op.  Without bp_hangup() first, peers
  * see this rank die (NPROXY_PEER_DEAD) once the process exits: the
  * abnormal-exit path.

@@ -20,6 +20,7 @@
 struct report {
 	int status;
 	int fds_before, fds_after;
+	int blame_of_1, blame_of_2;	/* bp_blame() of ranks 1 and 2 */
 	uint64_t err_ms;	/* CLOCK_MONOTONIC ms when the error came back */
 	uint64_t rounds;
 	char text[256];
@@ -319,6 +320,59 @@ TEST(cleanup_without_hangup_is_a_death)
 			TH_LOG("rank %u: %s", r, arg->rep[r].text);
 		}
 		EXPECT_NE(NULL, strstr(arg->rep[r].text, "rank 1 (pid"));
+	}
+	munmap(arg, sizeof(*arg));
+}
+
+/*
+ * Rank 2 dies; rank 1 sees it by its own means, records it (bp_abandon)
+ * and exits too.  Ranks 0 and 3 find both gone: they must name rank 2,
+ * although rank 1 comes first in rank order.
+ */
+static int abandon_rank(uint32_t rank, uint32_t n, void *varg)
+{
+	struct hang_arg *arg = varg;
+	struct bp *bp;
+
+	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
+	BP_T_CHECK(bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier");
+	if (rank == 2) {
+		bp_cleanup(bp);
+		return 0;	/* dies: exits without hanging up */
+	}
+	if (rank == 1) {
+		bp_t_sleep_ms(100);
+		bp_abandon(bp, 2);
+		bp_abandon(bp, 3);	/* the first call wins */
+		bp_cleanup(bp);
+		return 0;
+	}
+	bp_t_sleep_ms(400);	/* both are gone by now */
+	arg->rep[rank].status = bp_barrier(bp, BP_T_TIMEOUT_MS);
+	snprintf(arg->rep[rank].text, sizeof(arg->rep[rank].text), "%s", bp_strerror(bp));
+	arg->rep[rank].blame_of_1 = (int)bp_blame(bp, 1);
+	arg->rep[rank].blame_of_2 = (int)bp_blame(bp, 2);
+	bp_t_leave(bp);
+	return 0;
+}
+
+TEST(a_rank_that_gave_up_names_the_dead_rank_it_saw)
+{
+	struct hang_arg *arg = bp_t_shared(sizeof(*arg));
+	uint32_t r;
+
+	ASSERT_NE(NULL, arg);
+	bp_t_job(arg->job, sizeof(arg->job), "ab");
+	ASSERT_EQ(0, bp_t_run(abandon_rank, 4, arg, 15000));
+	for (r = 0; r < 4; r += 3) {
+		EXPECT_EQ(NPROXY_PEER_DEAD, arg->rep[r].status) {
+			TH_LOG("rank %u: %s", r, arg->rep[r].text);
+		}
+		EXPECT_NE(NULL, strstr(arg->rep[r].text, ": rank 2 (pid")) {
+			TH_LOG("rank %u: %s", r, arg->rep[r].text);
+		}
+		EXPECT_EQ(2, arg->rep[r].blame_of_1);	/* what rank 1 saw */
+		EXPECT_EQ(2, arg->rep[r].blame_of_2);	/* rank 2 itself */
 	}
 	munmap(arg, sizeof(*arg));
 }
