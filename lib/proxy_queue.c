@@ -35,6 +35,10 @@
 #define ADAPTIVE_DEFAULT_SPIN_NS	50000ull
 /* Pauses between two ticks of the spin window (~1-4 us on x86). */
 #define ADAPTIVE_SPIN_PAUSES		32
+/* A yield that took this long gave the cpu to somebody else's slice... */
+#define ADAPTIVE_YIELD_LOST_NS		200000ull
+/* ...and the spin window pauses instead of yielding for this long. */
+#define ADAPTIVE_NO_YIELD_NS		1000000000ull
 #define ADAPTIVE_MAX_SPIN_NS		100000000ull
 #define ADAPTIVE_PARK_MIN_NS		16000ull
 #define ADAPTIVE_PARK_MAX_NS		1000000ull
@@ -194,7 +198,34 @@ static bool bucket_append(struct proxy_queue *q, struct proxy_task *t)
 struct idle_state {
 	uint64_t since_ns;	/* first tick of this idle spell; 0: not idle */
 	uint64_t park_ns;	/* the next short park */
+	uint64_t no_yield_until_ns; /* ADAPTIVE: a yield lost a time slice */
 };
+
+/*
+ * ADAPTIVE's spin window, one step.  A sched_yield() lets a thread of ours
+ * that is runnable on this cpu (the consumer just woken, the emulated
+ * device) run at once, which on a quiet host is the fastest hand-off
+ * (2 ranks, 64 KiB allgather: ~20 us against ~28 us with a pause loop).
+ * But it hands the cpu to any other runnable process for that process's
+ * whole time slice: with one cpu hog beside a 2-rank job on 2 vCPUs every
+ * hand-off waited out a slice (64 KiB allgather: 1.5-2 ms per op).  So a
+ * yield that took longer than ADAPTIVE_YIELD_LOST_NS (somebody else ran)
+ * switches the window to a pause loop for ADAPTIVE_NO_YIELD_NS.
+ */
+static void adaptive_spin_step(struct idle_state *is, uint64_t now)
+{
+	uint64_t after;
+
+	if (now < is->no_yield_until_ns) {
+		for (int i = 0; i < ADAPTIVE_SPIN_PAUSES; i++)
+			wake_cpu_relax();
+		return;
+	}
+	sched_yield();
+	after = wake_now_ns();
+	if (after - now > ADAPTIVE_YIELD_LOST_NS)
+		is->no_yield_until_ns = after + ADAPTIVE_NO_YIELD_NS;
+}
 
 /*
  * Called without mtx after a tick on which nothing moved.  seen is the
@@ -222,28 +253,27 @@ static void idle_wait(struct proxy_queue *q, struct idle_state *is, uint32_t see
 		is->park_ns = ADAPTIVE_PARK_MIN_NS;
 	}
 	/*
-	 * The spin window.  ADAPTIVE keeps the cpu: a sched_yield() would
-	 * hand it to any other runnable process for its whole slice (with one
-	 * cpu hog on a 2-cpu host, a 2-rank 64 KiB allgather went from ~40 us
-	 * to ~2 ms per op).  So it spins only while something must be polled
-	 * (the network: a peer on another cpu answers within the window);
-	 * what a signal ends is waited for parked at once, because whoever
-	 * signals (the emulated device ending a DELAY, the producer) may be
-	 * runnable on this very cpu and would wait out the whole window
-	 * (2 ranks, 1 KiB, device delay 10 us: 65-69 us per op with the
-	 * window, 25-34 us without).  ADAPTIVE_YIELD yields instead: when the
-	 * job's own ranks outnumber the cpus, the peer we wait for is often
-	 * runnable right here (4 ranks on 2 cpus: ~200 us instead of ~1 ms).
+	 * The spin window.  ADAPTIVE yields between ticks unless a yield
+	 * recently lost a time slice (adaptive_spin_step); then it spins with
+	 * a pause loop only while something must be polled (the network: a
+	 * peer on another cpu answers within the window), and what a signal
+	 * ends is waited for parked at once, because whoever signals (the
+	 * emulated device ending a DELAY, the producer) may be runnable on
+	 * this very cpu and would wait out a pause loop (2 ranks, 1 KiB,
+	 * device delay 10 us: 65-69 us per op, 20-21 us parked).
+	 * ADAPTIVE_YIELD always yields: when the job's own ranks outnumber
+	 * the cpus the peer we wait for is often runnable right here (4 ranks
+	 * on 2 cpus: ~200 us instead of ~1 ms), and long yields are the norm.
 	 */
-	if (now - is->since_ns < q->spin_ns &&
-	    (polled || q->idle_policy == NPROXY_IDLE_ADAPTIVE_YIELD)) {
+	if (now - is->since_ns < q->spin_ns) {
 		if (q->idle_policy == NPROXY_IDLE_ADAPTIVE_YIELD) {
 			sched_yield();
-		} else {
-			for (int i = 0; i < ADAPTIVE_SPIN_PAUSES; i++)
-				wake_cpu_relax();
+			return;
 		}
-		return;
+		if (polled || now >= is->no_yield_until_ns) {
+			adaptive_spin_step(is, now);
+			return;
+		}
 	}
 	__atomic_store_n(&q->stat_idle_parks, q->stat_idle_parks + 1, __ATOMIC_RELAXED);
 	if (!polled) {
@@ -303,7 +333,7 @@ static void quiescent_wait(struct proxy_queue *q, uint32_t seen)
 static void queue_process(struct proxy_queue *q)
 {
 	uint64_t ticks = 0, steps = 0, idle_ticks = 0, cv_waits = 0, tasks_done = 0;
-	struct idle_state is = { 0, 0 };
+	struct idle_state is = { 0, 0, 0 };
 
 	pthread_mutex_lock(&q->mtx);
 	while (!__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE)) {

@@ -78,8 +78,9 @@ enum nproxy_idle_policy {
 	 * signalled (enqueue, stop, a memfd device's trigger store).  Waits
 	 * nothing signals (network completions, nproxy.ko's trigger words)
 	 * are polled with parks doubling from 16 us to 1 ms.  The spin
-	 * window keeps the cpu (a pause between ticks): a sched_yield() there
-	 * would hand it to any other runnable process for a whole time slice.
+	 * window yields between ticks, until a yield takes long (another
+	 * process got a whole time slice): then, for a second, it pauses
+	 * instead while the network is polled, and parks at once otherwise.
 	 */
 	NPROXY_IDLE_ADAPTIVE	= 3,
 	/*
