@@ -10,45 +10,13 @@
 #include <dirent.h>
 #include "kselftest_harness.h"
 #include "proxy_test_util.h"
+#include "handshake_test.h"
 #include <nproxy/fault.h>
 #include <nproxy/net.h>
 
 #undef TEST_TIMEOUT_DEFAULT
 #define TEST_TIMEOUT_DEFAULT 600
 #define SWEEP_MAX 400	/* more calls of a kind than any path below makes */
-
-static int count_dir(const char *path)
-{
-	DIR *d = opendir(path);
-	struct dirent *e;
-	int n = 0;
-
-	if (!d)
-		return -1;
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n;
-}
-
-static int count_shared_maps(void)
-{
-	FILE *f = fopen("/proc/self/maps", "r");
-	char line[512];
-	int n = 0;
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		char perms[8];
-
-		if (sscanf(line, "%*x-%*x %7s", perms) == 1 && perms[3] == 's')
-			n++;
-	}
-	fclose(f);
-	return n;
-}
 
 /* libfabric shm files of this process: /dev/shm/<pid>:<uid>:<index>. */
 static int count_own_shm(void)
@@ -75,9 +43,9 @@ struct census {
 static struct census census(void)
 {
 	struct census c = {
-		.fds = count_dir("/proc/self/fd") - 1,	/* opendir's own */
-		.threads = count_dir("/proc/self/task"),
-		.shared_maps = count_shared_maps(),
+		.fds = hs_test_count_fds(),
+		.threads = hs_test_count_threads(),
+		.shared_maps = hs_test_count_shared_maps(),
 		.shm_entries = count_own_shm(),
 	};
 	return c;

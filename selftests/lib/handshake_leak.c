@@ -8,25 +8,6 @@
 
 #define CYCLES 64
 
-/* Shared mappings only: the sanitizers' allocators map private memory freely. */
-static int count_shared_maps(void)
-{
-	FILE *f = fopen("/proc/self/maps", "r");
-	char line[512];
-	int n = 0;
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		char perms[8];
-
-		if (sscanf(line, "%*x-%*x %7s", perms) == 1 && perms[3] == 's')
-			n++;
-	}
-	fclose(f);
-	return n;
-}
-
 /*
  * One cycle first: what the first open sets up for good (the sanitizers'
  * helper threads, malloc arenas) is not a leak.
@@ -79,7 +60,7 @@ TEST(open_close_cycles_leak_no_mapping)
 	int before, i;
 
 	warm_up();
-	before = count_shared_maps();
+	before = hs_test_count_shared_maps();
 	for (i = 0; i < CYCLES; i++) {
 		hs = hs_test_open(NPROXY_HS_AUTO, 2, 2);
 		ASSERT_NE(NULL, hs);
@@ -89,10 +70,10 @@ TEST(open_close_cycles_leak_no_mapping)
 		 * (valgrind places them so), so only "more than before" is sure.
 		 */
 		if (i == 0)
-			EXPECT_LT(before, count_shared_maps());
+			EXPECT_LT(before, hs_test_count_shared_maps());
 		nproxy_hs_close(hs);
 	}
-	EXPECT_EQ(before, count_shared_maps());
+	EXPECT_EQ(before, hs_test_count_shared_maps());
 }
 
 /* Closing with a program mid-wait must cancel it and release everything. */
