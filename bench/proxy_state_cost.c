@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * proxy_state_cost: what publishing the proxy state for tools costs the
- * proxy (lib/proxy_state.h, issue 14), per hook, in a tight loop on one
+ * proxy (lib/proxy/proxy_internal.h, issue 14), per hook, in a tight loop on one
  * thread: a run_state change (seqlock'd stores + CLOCK_MONOTONIC_COARSE),
  * a repeated run_state (one compare), a basic-block switch, and a task
- * slot claim (proxy_state_task_claim's work: an atomic add, the slot's
+ * slot claim (npx_proxy_state_task_claim's work: an atomic add, the slot's
  * stores, the clock).  Baseline in the same run: the relaxed store of
  * run_state that proxy_status_set_state does anyway.  An op of nproxy-run
  * takes two claims and about eight state changes: multiply, and compare
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "proxy_state.h"
+#include "proxy/proxy_internal.h"
 
 static double now_s(void)
 {
@@ -26,26 +26,26 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* The claim's work without a comm (the same stores as proxy_state_task_claim). */
+/* The claim's work without a comm (the same stores as npx_proxy_state_task_claim). */
 static void claim(struct nproxy_proxy_state *ps, uint64_t i)
 {
 	uint64_t n = __atomic_fetch_add(&ps->next_slot, 1, __ATOMIC_RELAXED);
 	struct nproxy_proxy_task *slot = &ps->tasks[n % NPROXY_PROXY_STATE_TASKS];
-	uint32_t s = proxy_state_write_begin(&slot->seq);
-	uint64_t now = proxy_state_now_ns();
+	uint32_t s = npx_seq_write_begin(&slot->seq);
+	uint64_t now = npx_coarse_now_ns();
 
-	PROXY_STATE_STORE(slot->type, 1);
-	PROXY_STATE_STORE(slot->run_state, 0);
-	PROXY_STATE_STORE(slot->ctx, i);
-	PROXY_STATE_STORE(slot->exec_id, i);
-	PROXY_STATE_STORE(slot->enqueue_ns, now);
-	PROXY_STATE_STORE(slot->state_ns, now);
-	PROXY_STATE_STORE(slot->progress_ns, now);
-	PROXY_STATE_STORE(slot->trigger_mask, 1);
-	PROXY_STATE_STORE(slot->bb, 0);
-	PROXY_STATE_STORE(slot->n_sems, 0);
-	PROXY_STATE_STORE(slot->status, 0);
-	proxy_state_write_end(&slot->seq, s);
+	NPX_SEQ_STORE(slot->type, 1);
+	NPX_SEQ_STORE(slot->run_state, 0);
+	NPX_SEQ_STORE(slot->ctx, i);
+	NPX_SEQ_STORE(slot->exec_id, i);
+	NPX_SEQ_STORE(slot->enqueue_ns, now);
+	NPX_SEQ_STORE(slot->state_ns, now);
+	NPX_SEQ_STORE(slot->progress_ns, now);
+	NPX_SEQ_STORE(slot->trigger_mask, 1);
+	NPX_SEQ_STORE(slot->bb, 0);
+	NPX_SEQ_STORE(slot->n_sems, 0);
+	NPX_SEQ_STORE(slot->status, 0);
+	npx_seq_write_end(&slot->seq, s);
 	__atomic_store_n(&ps->ops_enqueued, ps->ops_enqueued + 1, __ATOMIC_RELAXED);
 }
 

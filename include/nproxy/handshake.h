@@ -115,6 +115,12 @@ NPROXY_API const volatile struct nproxy_region_info *nproxy_hs_info(const struct
  * the seals (memfd).
  */
 NPROXY_API int nproxy_hs_fd(const struct nproxy_hs *hs);
+/*
+ * The region's proxy state page (struct nproxy_proxy_state, <linux/nproxy.h>),
+ * which the proxy of the comm using this region fills for nproxyctl top and
+ * hang-report; NULL when the region has none (a module without the page).
+ */
+NPROXY_API struct nproxy_proxy_state *nproxy_hs_proxy_state(struct nproxy_hs *hs);
 
 struct nproxy_sem_bell;
 /*

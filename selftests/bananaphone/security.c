@@ -5,14 +5,14 @@
  * trusted, and malformed join messages (short, long, garbage, wrong job,
  * ranks out of range, fds attached, early close, silence) are refused or
  * dropped without disturbing the leader or the job.  These tests speak the
- * wire format of lib/bananaphone_internal.h directly.
+ * wire format of lib/bananaphone/bananaphone_internal.h directly.
  */
 #include <pwd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include "kselftest_harness.h"
 #include "bp_test.h"
-#include "bananaphone_internal.h"
+#include "bananaphone/bananaphone_internal.h"
 
 static uid_t nobody_uid(void)
 {
@@ -27,7 +27,7 @@ static int raw_connect(const char *job, uid_t owner)
 	unsigned int len;
 	int fd, tries;
 
-	if (bp_sock_name(job, owner, &sun, &len))
+	if (npx_bp_sock_name(job, owner, &sun, &len))
 		return -1;
 	for (tries = 0; tries < 500; tries++) {
 		fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -187,7 +187,7 @@ TEST(foreign_squatter_not_trusted)
 		if (setgid(nobody_uid()) || setuid(nobody_uid()))
 			_exit(3);
 		/* Squat on root's name for this job. */
-		bp_sock_name(job, 0, &sun, &len);
+		npx_bp_sock_name(job, 0, &sun, &len);
 		fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
 		if (fd < 0 || bind(fd, (struct sockaddr *)&sun, len) || listen(fd, 8))
 			_exit(4);

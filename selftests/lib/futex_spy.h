@@ -3,7 +3,7 @@
  * A spy on the library's futex calls, for tests that must see a wake-up
  * that a timeout would otherwise hide.  libnproxy (linked statically into
  * every test) reaches the kernel through syscall(2) for its futexes
- * (lib/wake.h, lib/bananaphone_wait.c); defining syscall() here puts this
+ * (lib/common/common_internal.h, lib/bananaphone/bananaphone_wait.c); defining syscall() here puts this
  * wrapper in front of libc's for the library's calls.  glibc's own futexes
  * (mutexes, joins) use inline system calls and never come through here.
  *

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The proxy state a comm publishes in its region's proxy-state page
- * (struct nproxy_proxy_state, lib/proxy_state.c): the header names the comm
+ * (struct nproxy_proxy_state, lib/proxy/proxy_state.c): the header names the comm
  * and its worker; a task's slot follows it from WAITING_DEVICE_TRIGGER
  * (with the trigger word it waits on) to DONE; the device program and the
  * step the device is in are there for the hang evidence; comm_free marks
@@ -10,7 +10,7 @@
  */
 #include "kselftest_harness.h"
 #include "proxy_test_util.h"
-#include "handshake_internal.h"
+#include "handshake/handshake_internal.h"
 
 /* The worker and the device write these while we read: atomic loads (TSan). */
 #define LOAD(field) __atomic_load_n(&(field), __ATOMIC_ACQUIRE)

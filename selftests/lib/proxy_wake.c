@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * No lost wake-up on the op path's hand-offs (lib/wake.h and its users):
+ * No lost wake-up on the op path's hand-offs (lib/common/common_internal.h and its users):
  * every waiter here parks at once (spin windows 0) and every side sleeps a
  * random while, so each interleaving of "condition set" / "waiter parks"
  * comes up.  A lost wake-up cannot hide behind a safety net: the futex
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include "kselftest_harness.h"
 #include "proxy_test_util.h"
-#include "../../lib/wake.h"
+#include "../../lib/common/common_internal.h"
 
 /* A random pause of up to max_ns: spin or park, so both sides of a race win. */
 static void random_pause(unsigned int *seed, uint64_t max_ns)

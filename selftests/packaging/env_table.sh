@@ -14,7 +14,7 @@ names_in() {
 	cat "$@" | grep -oE '^#define [A-Z_]*ENV[[:space:]]+"[A-Z][A-Z0-9_]+"' | grep -oE '"[A-Z0-9_]+"'
 	cat "$@" | grep -oE '^[[:space:]]+"(NPROXY|NEURON)_[A-Z0-9_]+",[[:space:]]*$' | grep -oE '"[A-Z0-9_]+"'
 }
-mapfile -t lib_vars < <(names_in lib/*.c | tr -d '"' | sort -u)
+mapfile -t lib_vars < <(names_in lib/*/*.c lib/*/*.h | tr -d '"' | sort -u)
 mapfile -t tool_vars < <(names_in tools/*.c | tr -d '"' | sort -u)
 ((${#lib_vars[@]} > 5)) || tap_skip_all "found only ${#lib_vars[@]} variables in lib/: the scan is broken"
 

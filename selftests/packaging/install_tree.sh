@@ -111,8 +111,8 @@ else
 fi
 
 # A command-line CPPFLAGS is appended to the project's -I/-D, not instead of them.
-line=$(make --no-print-directory -n -W "$top/lib/version.c" -C "$top/lib" O="$work/o" \
-	CPPFLAGS=-DNPROXY_USER_FLAG_PROBE "$work/o/lib/version.o" 2>&1 | grep -- '-c -o')
+line=$(make --no-print-directory -n -W "$top/lib/common/version.c" -C "$top/lib" O="$work/o" \
+	CPPFLAGS=-DNPROXY_USER_FLAG_PROBE "$work/o/lib/common/version.o" 2>&1 | grep -- '-c -o')
 if [[ $line == *"-I$top/include "*"-DNPROXY_USER_FLAG_PROBE"* ]]; then
 	tap_ok "make CPPFLAGS=... keeps the project's flags and appends the user's"
 else

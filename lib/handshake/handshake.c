@@ -1,0 +1,478 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * Handshake regions: argument checks, backend choice and device-program
+ * validation shared by both backends (handshake_kmod.c, handshake_memfd.c).
+ *
+ * Validation lives here, not only in the module, so that both backends
+ * reject exactly the same programs and the error names the bad step.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <nproxy/log.h>
+#include <nproxy/seam.h>
+#include "handshake_internal.h"
+#include "common/common_internal.h"
+
+
+#define HS_ENV		"NPROXY_HANDSHAKE"
+#define HS_DEV_PATH	"/dev/" NPROXY_DEVICE_NAME
+#define HS_WHY_LEN	256
+
+enum nproxy_status npx_hs_status_from_errno(int err)
+{
+	switch (err) {
+	case ENOENT:
+	case ENODEV:
+	case ENXIO:
+	case ENOSYS:
+	case EOPNOTSUPP:
+	case ENOTTY:
+		return NPROXY_UNSUPPORTED;
+	case EACCES:
+	case EPERM:
+		return NPROXY_PERM;
+	case ENOMEM:
+	case EMFILE:
+	case ENFILE:
+	case EAGAIN:
+	case ENOSPC:
+		return NPROXY_RESOURCE;
+	case EINVAL:
+		return NPROXY_INVALID;
+	case EBUSY:
+		return NPROXY_BUSY;
+	default:
+		return NPROXY_FAILURE;
+	}
+}
+
+enum nproxy_status nproxy_hs_backend_parse(const char *name, enum nproxy_hs_backend *out)
+{
+	if (!name || !out)
+		return NPROXY_INVALID;
+	if (!strcmp(name, "auto"))
+		*out = NPROXY_HS_AUTO;
+	else if (!strcmp(name, "kmod"))
+		*out = NPROXY_HS_KMOD;
+	else if (!strcmp(name, "memfd"))
+		*out = NPROXY_HS_MEMFD;
+	else
+		return NPROXY_INVALID;
+	return NPROXY_SUCCESS;
+}
+
+const char *nproxy_hs_backend_name(enum nproxy_hs_backend b)
+{
+	switch (b) {
+	case NPROXY_HS_AUTO:
+		return "auto";
+	case NPROXY_HS_KMOD:
+		return "kmod";
+	case NPROXY_HS_MEMFD:
+		return "memfd";
+	}
+	return "unknown";
+}
+
+static bool opts_tail_is_zero(const struct nproxy_hs_opts *opts)
+{
+	const unsigned char *p = (const unsigned char *)opts;
+	size_t i;
+
+	for (i = sizeof(*opts); i < opts->sz; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+static enum nproxy_status check_opts(const struct nproxy_hs_opts *opts)
+{
+	if (!opts) {
+		nproxy_log(NPROXY_LOG_ERROR, "handshake: open: opts is NULL");
+		return NPROXY_INVALID;
+	}
+	if (opts->sz < sizeof(*opts)) {
+		nproxy_log(NPROXY_LOG_ERROR, "handshake: open: opts->sz %zu < %zu (set it to sizeof)",
+			   opts->sz, sizeof(*opts));
+		return NPROXY_INVALID;
+	}
+	if (!opts_tail_is_zero(opts)) {
+		nproxy_log(NPROXY_LOG_ERROR,
+			   "handshake: open: opts->sz %zu has non-zero fields this library does not know",
+			   opts->sz);
+		return NPROXY_INVALID;
+	}
+	if ((unsigned int)opts->backend > NPROXY_HS_MEMFD) {
+		nproxy_log(NPROXY_LOG_ERROR, "handshake: open: unknown backend %d", (int)opts->backend);
+		return NPROXY_INVALID;
+	}
+	if (opts->n_streams < 1 || opts->n_streams > NPROXY_MAX_STREAMS) {
+		nproxy_log(NPROXY_LOG_ERROR, "handshake: open (rank %u): n_streams %u not in 1..%u",
+			   opts->rank, opts->n_streams, NPROXY_MAX_STREAMS);
+		return NPROXY_INVALID;
+	}
+	if (opts->n_sems > NPROXY_MAX_SEMS) {
+		nproxy_log(NPROXY_LOG_ERROR, "handshake: open (rank %u): n_sems %u not in 0..%u",
+			   opts->rank, opts->n_sems, NPROXY_MAX_SEMS);
+		return NPROXY_INVALID;
+	}
+	return NPROXY_SUCCESS;
+}
+
+/* Which backend was asked for, and by whom (for messages). */
+static enum nproxy_status requested_backend(const struct nproxy_hs_opts *opts,
+					    enum nproxy_hs_backend *b, const char **source)
+{
+	const char *env;
+
+	*b = opts->backend;
+	*source = NULL;		/* the caller's options */
+	if (*b != NPROXY_HS_AUTO)
+		return NPROXY_SUCCESS;
+	env = getenv(HS_ENV);
+	if (!env || !*env)
+		return NPROXY_SUCCESS;
+	*source = HS_ENV;
+	if (nproxy_hs_backend_parse(env, b) != NPROXY_SUCCESS) {
+		nproxy_log(NPROXY_LOG_ERROR, "handshake: %s=%s: expected kmod, memfd or auto",
+			   HS_ENV, env);
+		return NPROXY_INVALID;
+	}
+	return NPROXY_SUCCESS;
+}
+
+enum nproxy_status nproxy_hs_open(const struct nproxy_hs_opts *opts, struct nproxy_hs **out)
+{
+	enum nproxy_hs_backend want;
+	char why[HS_WHY_LEN] = "";
+	enum nproxy_status st;
+	const char *source;
+	struct nproxy_hs *hs;
+	long page_size;
+
+	if (!out) {
+		nproxy_log(NPROXY_LOG_ERROR, "handshake: open: out is NULL");
+		return NPROXY_INVALID;
+	}
+	*out = NULL;
+	st = check_opts(opts);
+	if (st != NPROXY_SUCCESS)
+		return st;
+	st = requested_backend(opts, &want, &source);
+	if (st != NPROXY_SUCCESS)
+		return st;
+
+	page_size = sysconf(_SC_PAGESIZE);
+	hs = calloc(1, sizeof(*hs));
+	if (!hs || page_size <= 0) {
+		free(hs);
+		nproxy_log(NPROXY_LOG_ERROR, "handshake: open (rank %u): out of memory", opts->rank);
+		return NPROXY_RESOURCE;
+	}
+	hs->n_streams = opts->n_streams;
+	hs->n_sems = opts->n_sems;
+	hs->rank = opts->rank;
+	hs->gid = opts->gid;
+	hs->page_size = (size_t)page_size;
+	hs->fd = -1;
+
+	switch (want) {
+	case NPROXY_HS_KMOD:
+		st = npx_hs_kmod_open(hs, why, sizeof(why));
+		break;
+	case NPROXY_HS_MEMFD:
+		st = npx_hs_memfd_open(hs, why, sizeof(why));
+		break;
+	case NPROXY_HS_AUTO:
+		if (access(HS_DEV_PATH, F_OK) == 0) {
+			st = npx_hs_kmod_open(hs, why, sizeof(why));
+			if (st == NPROXY_SUCCESS)
+				break;
+			nproxy_log(NPROXY_LOG_WARN,
+				   "handshake (rank %u): %s; using the memfd backend (set %s=kmod to insist)",
+				   hs->rank, why, HS_ENV);
+		}
+		st = npx_hs_memfd_open(hs, why, sizeof(why));
+		source = "automatic choice";
+		break;
+	}
+	if (st != NPROXY_SUCCESS) {
+		if (want == NPROXY_HS_AUTO)
+			nproxy_log(NPROXY_LOG_ERROR, "handshake (rank %u): %s: %s", hs->rank, source, why);
+		else if (source)
+			nproxy_log(NPROXY_LOG_ERROR, "handshake (rank %u): %s=%s: %s", hs->rank, source,
+				   nproxy_hs_backend_name(want), why);
+		else
+			nproxy_log(NPROXY_LOG_ERROR,
+				   "handshake (rank %u): the %s backend (asked for by the caller): %s",
+				   hs->rank, nproxy_hs_backend_name(want), why);
+		free(hs);
+		return st;
+	}
+	nproxy_log(NPROXY_LOG_DEBUG, "handshake region %u (rank %u gid %u): %s backend, %u streams, %u sems",
+		   hs->info->region_id, hs->rank, hs->gid, nproxy_hs_backend_name(hs->backend),
+		   hs->n_streams, hs->n_sems);
+	*out = hs;
+	return NPROXY_SUCCESS;
+}
+
+void nproxy_hs_close(struct nproxy_hs *hs)
+{
+	if (!hs)
+		return;
+	hs->ops->close(hs);
+	free(hs);
+}
+
+enum nproxy_hs_backend nproxy_hs_backend_of(const struct nproxy_hs *hs)
+{
+	return hs ? hs->backend : NPROXY_HS_AUTO;
+}
+
+uint32_t nproxy_hs_n_streams(const struct nproxy_hs *hs)
+{
+	return hs ? hs->n_streams : 0;
+}
+
+uint32_t nproxy_hs_n_sems(const struct nproxy_hs *hs)
+{
+	return hs ? hs->n_sems : 0;
+}
+
+volatile uint32_t *nproxy_hs_trigger(struct nproxy_hs *hs, uint32_t stream)
+{
+	return hs && stream < hs->n_streams ? &hs->triggers[stream] : NULL;
+}
+
+volatile uint64_t *nproxy_hs_sem(struct nproxy_hs *hs, uint32_t sem)
+{
+	return hs && sem < hs->n_sems ? &hs->sems[sem] : NULL;
+}
+
+const volatile struct nproxy_region_info *nproxy_hs_info(const struct nproxy_hs *hs)
+{
+	return hs ? hs->info : NULL;
+}
+
+struct nproxy_proxy_state *nproxy_hs_proxy_state(struct nproxy_hs *hs)
+{
+	return hs ? hs->proxy_state : NULL;
+}
+
+struct nproxy_sem_bell *nproxy_hs_sem_bell(struct nproxy_hs *hs)
+{
+	return hs && hs->bell.sleepers ? &hs->bell : NULL;
+}
+
+void nproxy_sem_bell_ring(struct nproxy_sem_bell *bell)
+{
+	struct nproxy_hs *hs = bell ? bell->device : NULL;
+
+	if (hs && hs->ops->ring)
+		hs->ops->ring(hs);
+}
+
+enum nproxy_status nproxy_hs_set_trigger_notify(struct nproxy_hs *hs, void (*fn)(void *),
+						void *arg)
+{
+	if (!hs)
+		return NPROXY_INVALID_HANDLE;
+	if (!hs->ops->set_trigger_notify)
+		return NPROXY_UNSUPPORTED;
+	return hs->ops->set_trigger_notify(hs, fn, arg);
+}
+
+int nproxy_hs_fd(const struct nproxy_hs *hs)
+{
+	return hs ? hs->fd : -1;
+}
+
+static const char *step_op_name(uint16_t op)
+{
+	switch (op) {
+	case NPROXY_STEP_WRITE_TRIGGER:
+		return "WRITE_TRIGGER";
+	case NPROXY_STEP_WAIT_SEM:
+		return "WAIT_SEM";
+	case NPROXY_STEP_DELAY:
+		return "DELAY";
+	case NPROXY_STEP_INC_SEM:
+		return "INC_SEM";
+	case NPROXY_STEP_SIGNAL_EVENT:
+		return "SIGNAL_EVENT";
+	}
+	return "unknown";
+}
+
+/* NULL when the step is valid for this region, else what is wrong with it. */
+static const char *step_problem(const struct nproxy_hs *hs, const struct nproxy_prog_step *s)
+{
+	if (s->flags)
+		return "flags must be 0";
+	switch (s->op) {
+	case NPROXY_STEP_WRITE_TRIGGER:
+		if (s->index >= hs->n_streams)
+			return "index >= n_streams";
+		if (s->value > UINT32_MAX)
+			return "value does not fit a 32-bit trigger word";
+		if (s->timeout_ns)
+			return "timeout_ns unused: must be 0";
+		return NULL;
+	case NPROXY_STEP_WAIT_SEM:
+		if (s->index >= hs->n_sems)
+			return "index >= n_sems";
+		if (s->timeout_ns > NPROXY_MAX_WAIT_NS)
+			return "timeout_ns > NPROXY_MAX_WAIT_NS";
+		return NULL;
+	case NPROXY_STEP_DELAY:
+		if (s->index || s->value)
+			return "index and value unused: must be 0";
+		if (s->timeout_ns > NPROXY_MAX_WAIT_NS)
+			return "timeout_ns > NPROXY_MAX_WAIT_NS";
+		return NULL;
+	case NPROXY_STEP_INC_SEM:
+		if (s->index >= hs->n_sems)
+			return "index >= n_sems";
+		if (s->timeout_ns)
+			return "timeout_ns unused: must be 0";
+		return NULL;
+	case NPROXY_STEP_SIGNAL_EVENT:
+		if (s->index || s->timeout_ns)
+			return "index and timeout_ns unused: must be 0";
+		return NULL;
+	}
+	return "unknown op";
+}
+
+static enum nproxy_status validate_program(const struct nproxy_hs *hs,
+					   const struct nproxy_prog_step *steps, uint32_t n_steps)
+{
+	uint32_t i;
+
+	if (!steps || n_steps < 1 || n_steps > NPROXY_MAX_PROG_STEPS) {
+		nproxy_log(NPROXY_LOG_ERROR,
+			   "handshake region %u (rank %u): submit: %u steps at %p: need 1..%u steps",
+			   hs->info->region_id, hs->rank, n_steps, (const void *)steps,
+			   NPROXY_MAX_PROG_STEPS);
+		return NPROXY_INVALID;
+	}
+	for (i = 0; i < n_steps; i++) {
+		const char *problem = step_problem(hs, &steps[i]);
+
+		if (problem) {
+			nproxy_log(NPROXY_LOG_ERROR,
+				   "handshake region %u (rank %u): submit: step %u (op %u %s, index %u): %s",
+				   hs->info->region_id, hs->rank, i, steps[i].op,
+				   step_op_name(steps[i].op), steps[i].index, problem);
+			return NPROXY_INVALID;
+		}
+	}
+	return NPROXY_SUCCESS;
+}
+
+/* Keep a copy of the program about to be submitted in the region's proxy
+ * state page: the hang evidence nproxyctl hang-report shows. */
+static void record_prog(struct nproxy_proxy_state *ps, const struct nproxy_prog_step *steps,
+			uint32_t n_steps)
+{
+	uint32_t kept = n_steps < NPROXY_PROXY_STATE_PROG_STEPS ? n_steps
+								 : NPROXY_PROXY_STATE_PROG_STEPS;
+	uint32_t i, s;
+
+	if (!ps)
+		return;
+	s = npx_seq_write_begin(&ps->prog_seqlock);
+	for (i = 0; i < kept; i++) {
+		NPX_SEQ_STORE(ps->prog[i].op, steps[i].op);
+		NPX_SEQ_STORE(ps->prog[i].flags, steps[i].flags);
+		NPX_SEQ_STORE(ps->prog[i].index, steps[i].index);
+		NPX_SEQ_STORE(ps->prog[i].value, steps[i].value);
+		NPX_SEQ_STORE(ps->prog[i].timeout_ns, steps[i].timeout_ns);
+	}
+	NPX_SEQ_STORE(ps->prog_n_steps, n_steps);
+	NPX_SEQ_STORE(ps->prog_seq, ps->prog_seq + 1);
+	npx_seq_write_end(&ps->prog_seqlock, s);
+}
+
+enum nproxy_status nproxy_hs_submit(struct nproxy_hs *hs, const struct nproxy_prog_step *steps,
+				    uint32_t n_steps, uint64_t *seq)
+{
+	enum nproxy_status st;
+
+	if (!hs) {
+		nproxy_log(NPROXY_LOG_ERROR, "handshake: submit: region is NULL");
+		return NPROXY_INVALID_HANDLE;
+	}
+	st = validate_program(hs, steps, n_steps);
+	if (st != NPROXY_SUCCESS)
+		return st;
+	record_prog(hs->proxy_state, steps, n_steps);
+	st = hs->ops->submit(hs, steps, n_steps, seq);
+	if (st == NPROXY_BUSY)
+		nproxy_log(NPROXY_LOG_DEBUG,
+			   "handshake region %u (rank %u): submit: a program is running or not collected",
+			   hs->info->region_id, hs->rank);
+	return st;
+}
+
+enum nproxy_status nproxy_hs_cancel(struct nproxy_hs *hs)
+{
+	enum nproxy_status st;
+
+	if (!hs) {
+		nproxy_log(NPROXY_LOG_ERROR, "handshake: cancel: region is NULL");
+		return NPROXY_INVALID_HANDLE;
+	}
+	st = hs->ops->cancel(hs);
+	if (st == NPROXY_INVALID)
+		nproxy_log(NPROXY_LOG_DEBUG, "handshake region %u (rank %u): cancel: no program running",
+			   hs->info->region_id, hs->rank);
+	return st;
+}
+
+static enum nproxy_status status_of_prog_state(uint32_t state)
+{
+	switch (state) {
+	case NPROXY_PROG_DONE:
+		return NPROXY_SUCCESS;
+	case NPROXY_PROG_CANCELLED:
+		return NPROXY_CANCELLED;
+	default:	/* TIMEDOUT, ERROR */
+		return NPROXY_HW_ERROR;
+	}
+}
+
+enum nproxy_status nproxy_hs_wait(struct nproxy_hs *hs, int timeout_ms,
+				  struct nproxy_prog_result *result)
+{
+	struct nproxy_prog_result res;
+	enum nproxy_status st;
+
+	if (!hs) {
+		nproxy_log(NPROXY_LOG_ERROR, "handshake: wait: region is NULL");
+		return NPROXY_INVALID_HANDLE;
+	}
+	if (timeout_ms < 0) {
+		nproxy_log(NPROXY_LOG_ERROR,
+			   "handshake region %u (rank %u): wait: timeout_ms %d < 0 (every wait has a deadline)",
+			   hs->info->region_id, hs->rank, timeout_ms);
+		return NPROXY_INVALID;
+	}
+	memset(&res, 0, sizeof(res));
+	st = hs->ops->wait(hs, timeout_ms, &res);
+	if (st == NPROXY_INVALID)
+		nproxy_log(NPROXY_LOG_ERROR, "handshake region %u (rank %u): wait: no program submitted",
+			   hs->info->region_id, hs->rank);
+	if (st != NPROXY_SUCCESS)
+		return st;
+	if (result)
+		*result = res;
+	if (res.state == NPROXY_PROG_TIMEDOUT)
+		nproxy_log(NPROXY_LOG_INFO,
+			   "handshake region %u (rank %u): program %llu timed out at step %u",
+			   hs->info->region_id, hs->rank, (unsigned long long)res.seq,
+			   res.failed_step);
+	return status_of_prog_state(res.state);
+}

@@ -1,0 +1,235 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * Host barrier over the engine's endpoint, in its own tag space (bit 63):
+ * a dissemination barrier, ceil(log2 n) rounds; in round k rank r sends to
+ * r + 2^k and waits for r - 2^k.  Split into arrive()/test() so the one
+ * proxy worker can drive several ranks' barriers without blocking; test()
+ * drives the CQ (manual progress) and the per-barrier deadline.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <nproxy/log.h>
+#include "net_internal.h"
+
+#define BAR_MAX_ROUNDS	12	/* 2^12 == NPROXY_NET_MAX_RANKS */
+
+struct net_barrier {
+	uint64_t seq;			/* the barrier in flight (active) or last done */
+	bool active;
+	uint32_t rounds;
+	uint32_t round;			/* first round whose recv has not arrived */
+	int64_t arrived_ms;
+	struct net_req send[BAR_MAX_ROUNDS];
+	struct net_req recv[BAR_MAX_ROUNDS];
+	uint64_t *payload;		/* [0, R): sent; [R, 2R): received; registered */
+	uint32_t mr;
+};
+
+enum nproxy_status npx_net_barrier_init(struct nproxy_net *net)
+{
+	struct net_barrier *bar = calloc(1, sizeof(*bar));
+	enum nproxy_status st;
+
+	if (!bar)
+		return NPROXY_RESOURCE;
+	while ((1u << bar->rounds) < net->n_ranks)
+		bar->rounds++;
+	/* FI_MR_ALLOCATED: the registered payload is real heap memory. */
+	bar->payload = calloc(2 * BAR_MAX_ROUNDS, sizeof(uint64_t));
+	if (!bar->payload) {
+		free(bar);
+		return NPROXY_RESOURCE;
+	}
+	st = npx_net_mr_register_locked(net, bar->payload, 2 * BAR_MAX_ROUNDS * sizeof(uint64_t),
+				    &bar->mr);
+	if (st != NPROXY_SUCCESS) {
+		free(bar->payload);
+		free(bar);
+		return st;
+	}
+	for (uint32_t k = 0; k < BAR_MAX_ROUNDS; k++) {
+		bar->send[k].kind = bar->recv[k].kind = NET_REQ_BARRIER;
+		bar->send[k].is_send = 1;
+	}
+	net->bar = bar;
+	return NPROXY_SUCCESS;
+}
+
+/* Before the endpoint closes: cancel what is still posted. */
+void npx_net_barrier_cancel(struct nproxy_net *net)
+{
+	if (!net->bar)
+		return;
+	for (uint32_t k = 0; k < BAR_MAX_ROUNDS; k++)
+		if (net->bar->recv[k].posted)
+			fi_cancel(&net->ep->fid, &net->bar->recv[k].ctx);
+}
+
+/* After the endpoint closed: no provider can touch the requests any more. */
+void npx_net_barrier_free(struct nproxy_net *net)
+{
+	if (!net->bar)
+		return;
+	free(net->bar->payload);
+	free(net->bar);
+	net->bar = NULL;
+}
+
+void npx_net_barrier_complete(struct nproxy_net *net, struct net_req *req, bool ok)
+{
+	req->posted = 0;
+	req->done = ok;
+	if (ok)
+		net->last_activity_ms[req->peer] = npx_net_now_ms();
+}
+
+static uint64_t bar_tag(struct nproxy_net *net, uint64_t seq, uint32_t src, uint32_t round)
+{
+	return net_tag(NET_TAG_BARRIER, net->comm_id, 0, (uint32_t)seq, src, round);
+}
+
+/* Post whatever of round k is not posted yet; -FI_EAGAIN leaves it for the next test(). */
+static enum nproxy_status post_round(struct nproxy_net *net, uint32_t k)
+{
+	struct net_barrier *bar = net->bar;
+	uint32_t dist = 1u << k;
+	uint32_t to = (net->rank + dist) % net->n_ranks;
+	uint32_t from = (net->rank + net->n_ranks - dist % net->n_ranks) % net->n_ranks;
+	void *desc = net->mrs[bar->mr].desc;
+	ssize_t rc;
+
+	if (!bar->recv[k].posted && !bar->recv[k].done) {
+		bar->recv[k].peer = from;
+		rc = fi_trecv(net->ep, &bar->payload[BAR_MAX_ROUNDS + k], sizeof(uint64_t), desc,
+			      FI_ADDR_UNSPEC, bar_tag(net, bar->seq, from, k), 0, &bar->recv[k].ctx);
+		if (rc == -FI_EAGAIN)
+			return NPROXY_SUCCESS;
+		if (rc)
+			return npx_net_post_error(net, rc, "host barrier: recv from", from);
+		bar->recv[k].posted = 1;
+	}
+	if (!bar->send[k].posted && !bar->send[k].done) {
+		bar->send[k].peer = to;
+		bar->payload[k] = bar->seq;
+		rc = fi_tsend(net->ep, &bar->payload[k], sizeof(uint64_t), desc, net->peers[to],
+			      bar_tag(net, bar->seq, net->rank, k), &bar->send[k].ctx);
+		if (rc == -FI_EAGAIN) {
+			nproxy_log(NPROXY_LOG_DEBUG, "barrier send eagain to %u", to);
+			return NPROXY_SUCCESS;
+		}
+		if (rc)
+			return npx_net_post_error(net, rc, "host barrier: send to", to);
+		bar->send[k].posted = 1;
+	}
+	return NPROXY_SUCCESS;
+}
+
+static enum nproxy_status bar_arrive(void *ctx, uint64_t seq)
+{
+	struct nproxy_net *net = ctx;
+	struct net_barrier *bar = net->bar;
+	enum nproxy_status st = NPROXY_SUCCESS;
+
+	pthread_mutex_lock(&net->lock);
+	if (net->failed) {
+		st = net->failed;
+		goto out;
+	}
+	if (bar->active || seq != bar->seq + 1) {
+		npx_net_set_err(net, "host barrier %" PRIu64 ": arrive out of order (%s barrier %" PRIu64 ")",
+			    seq, bar->active ? "still in" : "last done", bar->seq);
+		st = bar->active ? NPROXY_BUSY : NPROXY_INVALID;
+		goto out;
+	}
+	bar->seq = seq;
+	bar->round = 0;
+	bar->arrived_ms = npx_net_now_ms();
+	bar->active = bar->rounds > 0;
+	for (uint32_t k = 0; k < bar->rounds; k++)
+		bar->send[k].done = bar->recv[k].done = 0;
+	if (bar->active)
+		st = post_round(net, 0);
+out:
+	pthread_mutex_unlock(&net->lock);
+	return st;
+}
+
+static enum nproxy_status bar_test(void *ctx, uint64_t seq, bool *done)
+{
+	struct nproxy_net *net = ctx;
+	struct net_barrier *bar = net->bar;
+	enum nproxy_status st;
+	uint32_t moved = 0;
+
+	*done = false;
+	pthread_mutex_lock(&net->lock);
+	if (seq > bar->seq || seq == 0) {
+		npx_net_set_err(net, "host barrier %" PRIu64 ": tested before arrive (at %" PRIu64 ")",
+			    seq, bar->seq);
+		st = NPROXY_INVALID;
+		goto out;
+	}
+	if (seq < bar->seq || !bar->active) {
+		*done = true;
+		st = NPROXY_SUCCESS;
+		goto out;
+	}
+	st = net->failed;
+	if (st == NPROXY_SUCCESS)
+		st = npx_net_drain_cq(net, &moved);
+	/* A send that met -FI_EAGAIN in an earlier round is still unposted. */
+	for (uint32_t k = 0; st == NPROXY_SUCCESS && k < bar->round; k++)
+		st = post_round(net, k);
+	while (st == NPROXY_SUCCESS && bar->round < bar->rounds) {
+		uint32_t k = bar->round;
+
+		st = post_round(net, k);
+		/* Both halves of round k must be in the provider's hands before
+		 * round k+1: a send refused with -FI_EAGAIN is retried here. */
+		if (st != NPROXY_SUCCESS || !bar->recv[k].done ||
+		    !(bar->send[k].posted || bar->send[k].done))
+			break;
+		if (bar->payload[BAR_MAX_ROUNDS + k] != seq) {
+			npx_net_set_err(net, "host barrier %" PRIu64 ": rank %u sent barrier %" PRIu64
+				    " in round %u", seq, bar->recv[k].peer,
+				    bar->payload[BAR_MAX_ROUNDS + k], k);
+			st = NPROXY_NET_ERROR;
+			break;
+		}
+		bar->round++;
+	}
+	if (st != NPROXY_SUCCESS)
+		goto out;
+	if (bar->round == bar->rounds) {
+		bool sent = true;
+
+		for (uint32_t k = 0; k < bar->rounds; k++)
+			sent &= bar->send[k].done;
+		if (sent) {
+			bar->active = false;
+			*done = true;
+			goto out;
+		}
+	}
+	if (npx_net_now_ms() - bar->arrived_ms > net->timeout_ms) {
+		uint32_t k = bar->round < bar->rounds ? bar->round : 0;
+
+		npx_net_set_err(net, "host barrier %" PRIu64 ": round %u (%s rank %u) not done within %d ms: peer dead or unreachable",
+			    seq, k, bar->round < bar->rounds ? "recv from" : "send to",
+			    bar->round < bar->rounds ? bar->recv[k].peer : bar->send[k].peer,
+			    net->timeout_ms);
+		st = NPROXY_TIMEOUT;
+		if (!net->failed)
+			net->failed = st;
+	}
+out:
+	pthread_mutex_unlock(&net->lock);
+	return st;
+}
+
+const struct nproxy_host_barrier_ops npx_net_barrier_ops = {
+	.name = "libfabric",
+	.arrive = bar_arrive,
+	.test = bar_test,
+};

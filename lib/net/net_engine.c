@@ -1,0 +1,776 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The op engine behind the seam: start (B1) validates a block's FIFO triple
+ * and assigns every op its tag; progress (B2) drains the CQ, posts eligible
+ * ops and checks deadlines, never blocking; stop (B3) retires a block.
+ *
+ * Matching: sender and receiver FIFOs differ, so the "op index" in a tag is
+ * the op's position among the ops of its block between the same two ranks
+ * in the same direction (k-th send from A to B in block bb matches the k-th
+ * recv from A on B in bb).  With the comm id, stream, block and source rank
+ * also in the tag, no two in-flight ops can match each other's messages.
+ *
+ * Posting order: ops are scanned in FIFO order, the sends first; an op that
+ * cannot go yet (precondition not met, its (peer, direction) channel out
+ * of credits) holds back the later ops of the same channel, so each channel
+ * posts in FIFO order while a send waiting on the device does not hold back
+ * the receives that feed it.
+ */
+#include <inttypes.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <nproxy/handshake.h>
+#include <nproxy/log.h>
+#include "net_internal.h"
+
+#define NET_CQ_BATCH		16	/* entries per fi_cq_read */
+#define NET_CQ_MAX_PER_TICK	256	/* bound on one tick's draining */
+#define NET_POST_MAX_PER_TICK	64	/* bound on one tick's posting */
+#define NET_STOP_REAP_MS	200	/* stop(): wait this long for cancellations */
+#define NET_SCAN_MAX_PER_TICK	64	/* unposted ops looked at per tick */
+#define NET_SPARE_BLOCKS	16	/* retired blocks kept for reuse */
+
+static void block_free(struct nproxy_net *net, struct net_block *b);
+static void block_destroy(struct net_block *b);
+
+/* Grow *p to n elements of size (never shrinks); false when out of memory. */
+static bool grow(void **p, uint32_t *cap, uint32_t n, size_t size)
+{
+	void *q;
+
+	if (n <= *cap)
+		return true;
+	q = realloc(*p, (size_t)n * size);
+	if (!q)
+		return false;
+	*p = q;
+	*cap = n;
+	return true;
+}
+
+/*
+ * A block for start(): a spare one (its arrays kept, grown if this block
+ * is bigger) or a new one.  Everything but the arrays is zeroed, and the
+ * op states too.  Called with net->lock held.
+ */
+static struct net_block *block_get(struct nproxy_net *net, uint32_t n_ops, uint32_t n_sems)
+{
+	struct net_block *b = net->spare, kept;
+	uint32_t ops = n_ops ? n_ops : 1;
+
+	if (b) {
+		net->spare = b->next_grave;
+		net->n_spare--;
+	} else if (!(b = calloc(1, sizeof(*b)))) {
+		return NULL;
+	}
+	kept = *b;
+	memset(b, 0, sizeof(*b));
+	b->st = kept.st;
+	b->next_same_sem = kept.next_same_sem;
+	b->sem_head = kept.sem_head;
+	b->cap_ops = kept.cap_ops;
+	b->cap_next = kept.cap_next;
+	b->cap_sems = kept.cap_sems;
+	if (!grow((void **)&b->st, &b->cap_ops, ops, sizeof(*b->st)) ||
+	    !grow((void **)&b->next_same_sem, &b->cap_next, ops, sizeof(uint32_t)) ||
+	    !grow((void **)&b->sem_head, &b->cap_sems, n_sems, sizeof(uint32_t))) {
+		block_destroy(b);
+		return NULL;
+	}
+	memset(b->st, 0, (size_t)ops * sizeof(*b->st));
+	return b;
+}
+
+/* start()'s scratch array of n counters (net->lock held). */
+static uint32_t *start_scratch(struct nproxy_net *net, uint32_t n)
+{
+	return grow((void **)&net->start_scratch, &net->cap_scratch, n, sizeof(uint32_t)) ?
+	       net->start_scratch : NULL;
+}
+
+static struct net_block *find_block(struct nproxy_net *net, uint32_t stream, uint32_t bb,
+				    int *free_slot)
+{
+	if (free_slot)
+		*free_slot = -1;
+	for (int i = 0; i < NET_MAX_BLOCKS; i++) {
+		struct net_block *b = net->blocks[i];
+
+		if (b && b->stream == stream && b->bb == bb)
+			return b;
+		if (!b && free_slot && *free_slot < 0)
+			*free_slot = i;
+	}
+	return NULL;
+}
+
+static const char *op_kind(const struct nproxy_net_op *op)
+{
+	return op->kind == NPROXY_NET_OP_SEND ? "send to" : "recv from";
+}
+
+static void block_release_mrs(struct nproxy_net *net, struct net_block *b)
+{
+	const struct nproxy_fifo_set *f = &b->fifos;
+
+	for (uint32_t i = 0; i < f->n_src; i++)
+		if (f->src[i].mr < net->n_mrs && net->mrs[f->src[i].mr].users)
+			net->mrs[f->src[i].mr].users--;
+	for (uint32_t i = 0; i < f->n_dst; i++)
+		if (f->dst[i].mr < net->n_mrs && net->mrs[f->dst[i].mr].users)
+			net->mrs[f->dst[i].mr].users--;
+}
+
+static enum nproxy_status check_addr(struct nproxy_net *net, const struct nproxy_net_addr *a,
+				     const char *which, uint32_t i)
+{
+	if (a->reserved || a->mr >= net->n_mrs || !net->mrs[a->mr].refs) {
+		npx_net_set_err(net, "%s[%u]: no memory region %u (or reserved != 0)", which, i, a->mr);
+		return NPROXY_INVALID;
+	}
+	if (a->offset > net->mrs[a->mr].len) {
+		npx_net_set_err(net, "%s[%u]: offset %" PRIu64 " past region %u (%zu bytes)", which, i,
+			    a->offset, a->mr, net->mrs[a->mr].len);
+		return NPROXY_INVALID;
+	}
+	return NPROXY_SUCCESS;
+}
+
+static enum nproxy_status validate(struct nproxy_net *net, uint32_t stream, uint32_t bb,
+				   const struct nproxy_fifo_set *f,
+				   const struct nproxy_device_sems *dev)
+{
+	uint64_t max_msg = net->info->ep_attr->max_msg_size;
+	enum nproxy_status st;
+
+	if (f->reserved || (f->n_ops && !f->ops) || (f->n_src && !f->src) || (f->n_dst && !f->dst)) {
+		npx_net_set_err(net, "stream %u bb %u: malformed FIFO set", stream, bb);
+		return NPROXY_INVALID;
+	}
+	for (uint32_t i = 0; i < f->n_src; i++)
+		if ((st = check_addr(net, &f->src[i], "src", i)) != NPROXY_SUCCESS)
+			return st;
+	for (uint32_t i = 0; i < f->n_dst; i++)
+		if ((st = check_addr(net, &f->dst[i], "dst", i)) != NPROXY_SUCCESS)
+			return st;
+	for (uint32_t i = 0; i < f->n_ops; i++) {
+		const struct nproxy_net_op *op = &f->ops[i];
+		bool send = op->kind == NPROXY_NET_OP_SEND;
+		const struct nproxy_net_addr *a;
+		uint32_t n_addr = send ? f->n_src : f->n_dst;
+
+		if ((op->kind != NPROXY_NET_OP_SEND && op->kind != NPROXY_NET_OP_RECV) ||
+		    op->reserved || (op->flags & ~(NPROXY_NET_OP_F_PRECOND | NPROXY_NET_OP_F_COMPLETE))) {
+			npx_net_set_err(net, "stream %u bb %u op %u: bad kind %u / flags %#x / reserved",
+				    stream, bb, i, op->kind, op->flags);
+			return NPROXY_INVALID;
+		}
+		if (op->peer >= net->n_ranks || op->addr_idx >= n_addr || op->len > max_msg) {
+			npx_net_set_err(net,
+				    "stream %u bb %u op %u: peer %u of %u, addr %u of %u, len %u (max %" PRIu64 ")",
+				    stream, bb, i, op->peer, net->n_ranks, op->addr_idx, n_addr,
+				    op->len, max_msg);
+			return NPROXY_INVALID;
+		}
+		a = send ? &f->src[op->addr_idx] : &f->dst[op->addr_idx];
+		if (a->offset + op->len > net->mrs[a->mr].len) {
+			npx_net_set_err(net, "stream %u bb %u op %u: %u bytes at offset %" PRIu64
+				    " overrun region %u (%zu bytes)", stream, bb, i, op->len,
+				    a->offset, a->mr, net->mrs[a->mr].len);
+			return NPROXY_INVALID;
+		}
+		if (((op->flags & NPROXY_NET_OP_F_PRECOND) && (!dev || op->pre_sem >= dev->n_sems)) ||
+		    ((op->flags & NPROXY_NET_OP_F_COMPLETE) && (!dev || op->post_sem >= dev->n_sems))) {
+			npx_net_set_err(net, "stream %u bb %u op %u: semaphore %u/%u out of range (%u sems)",
+				    stream, bb, i, op->pre_sem, op->post_sem, dev ? dev->n_sems : 0);
+			return NPROXY_INVALID;
+		}
+	}
+	return NPROXY_SUCCESS;
+}
+
+static enum nproxy_status net_start(void *engine, uint32_t stream, uint32_t bb,
+				    const struct nproxy_fifo_set *fifos,
+				    const struct nproxy_device_sems *dev)
+{
+	struct nproxy_net *net = engine;
+	enum nproxy_status st;
+	struct net_block *b = NULL;
+	uint32_t *seq = NULL, tag_block;
+	int slot;
+
+	if (!net || !fifos || stream >= NPROXY_MAX_STREAMS)
+		return NPROXY_INVALID;
+	pthread_mutex_lock(&net->lock);
+	if (find_block(net, stream, bb, &slot)) {
+		npx_net_set_err(net, "stream %u bb %u started twice", stream, bb);
+		st = NPROXY_BUSY;
+		goto out;
+	}
+	if (slot < 0) {
+		npx_net_set_err(net, "stream %u bb %u: %d blocks already started", stream, bb,
+			    NET_MAX_BLOCKS);
+		st = NPROXY_RESOURCE;
+		goto out;
+	}
+	st = validate(net, stream, bb, fifos, dev);
+	if (st != NPROXY_SUCCESS)
+		goto out;
+	st = NPROXY_RESOURCE;
+	b = block_get(net, fifos->n_ops, dev ? dev->n_sems : 0);
+	seq = start_scratch(net, 2 * net->n_ranks + (dev ? dev->n_sems : 0));
+	if (!b || !seq)
+		goto out;
+	memset(seq, 0, 2 * (size_t)net->n_ranks * sizeof(*seq));
+	b->stream = stream;
+	b->bb = bb;
+	/* Same count on every rank: they start the same blocks in the same order. */
+	tag_block = ((uint32_t)net->epoch[stream][bb & 0xff] << 8) | (bb & 0xff);
+	b->fifos = *fifos;
+	if (dev)
+		b->dev = *dev;
+	for (uint32_t i = 0; i < fifos->n_ops; i++) {
+		const struct nproxy_net_op *op = &fifos->ops[i];
+		struct net_op_state *s = &b->st[i];
+		bool send = op->kind == NPROXY_NET_OP_SEND;
+		uint32_t *k = &seq[op->peer * 2 + send];
+
+		if (*k > NET_TAG_MAX_SEQ) {
+			npx_net_set_err(net, "stream %u bb %u: over %u ops with peer %u in one block",
+				    stream, bb, NET_TAG_MAX_SEQ + 1, op->peer);
+			st = NPROXY_INVALID;
+			goto out;
+		}
+		s->req.kind = NET_REQ_OP;
+		s->req.is_send = send;
+		s->req.peer = op->peer;
+		s->blk = b;
+		s->idx = i;
+		s->seq = (*k)++;
+		/* The source rank in the tag is the sender's. */
+		s->tag = net_tag(0, net->comm_id, stream, tag_block, send ? net->rank : op->peer,
+				 s->seq);
+	}
+	if (b->dev.n_sems) {
+		uint32_t *tail = seq + 2 * net->n_ranks;
+
+		for (uint32_t s = 0; s < b->dev.n_sems; s++)
+			b->sem_head[s] = tail[s] = NET_NONE;
+		for (uint32_t i = 0; i < fifos->n_ops; i++) {
+			const struct nproxy_net_op *op = &fifos->ops[i];
+
+			b->next_same_sem[i] = NET_NONE;
+			if (!(op->flags & NPROXY_NET_OP_F_COMPLETE))
+				continue;
+			if (tail[op->post_sem] == NET_NONE)
+				b->sem_head[op->post_sem] = i;
+			else
+				b->next_same_sem[tail[op->post_sem]] = i;
+			tail[op->post_sem] = i;
+		}
+	}
+	for (uint32_t i = 0; i < fifos->n_src; i++)
+		net->mrs[fifos->src[i].mr].users++;
+	for (uint32_t i = 0; i < fifos->n_dst; i++)
+		net->mrs[fifos->dst[i].mr].users++;
+	net->blocks[slot] = b;
+	net->epoch[stream][bb & 0xff]++;
+	b = NULL;
+	st = NPROXY_SUCCESS;
+out:
+	if (b)
+		block_free(net, b);
+	pthread_mutex_unlock(&net->lock);
+	return st;
+}
+
+static void block_destroy(struct net_block *b)
+{
+	free(b->st);
+	free(b->sem_head);
+	free(b->next_same_sem);
+	free(b);
+}
+
+/* Keep a retired block for the next start(), up to NET_SPARE_BLOCKS. */
+static void block_free(struct nproxy_net *net, struct net_block *b)
+{
+	if (net->n_spare >= NET_SPARE_BLOCKS) {
+		block_destroy(b);
+		return;
+	}
+	b->next_grave = net->spare;
+	net->spare = b;
+	net->n_spare++;
+}
+
+void npx_net_engine_free(struct nproxy_net *net)
+{
+	while (net->graveyard) {
+		struct net_block *b = net->graveyard;
+
+		net->graveyard = b->next_grave;
+		block_destroy(b);
+	}
+	while (net->spare) {
+		struct net_block *b = net->spare;
+
+		net->spare = b->next_grave;
+		block_destroy(b);
+	}
+	net->n_spare = 0;
+	free(net->start_scratch);
+	net->start_scratch = NULL;
+}
+
+static void free_if_reaped(struct nproxy_net *net, struct net_block *b)
+{
+	struct net_block **pp;
+
+	if (!b->retired || b->n_inflight)
+		return;
+	for (pp = &net->graveyard; *pp; pp = &(*pp)->next_grave) {
+		if (*pp == b) {
+			*pp = b->next_grave;
+			block_free(net, b);
+			return;
+		}
+	}
+}
+
+static enum nproxy_status fail(struct nproxy_net *net, enum nproxy_status st)
+{
+	if (net->failed == NPROXY_SUCCESS)
+		net->failed = st;
+	return net->failed;
+}
+
+static void op_completed(struct nproxy_net *net, struct net_op_state *s)
+{
+	struct net_block *b = s->blk;
+	const struct nproxy_net_op *op;
+
+	s->req.posted = 0;
+	s->req.done = 1;
+	net->inflight[s->req.peer * 2 + s->req.is_send]--;
+	net->last_activity_ms[s->req.peer] = npx_net_now_ms();
+	b->n_inflight--;
+	if (b->retired) {
+		free_if_reaped(net, b);
+		return;
+	}
+	b->n_done++;
+	op = &b->fifos.ops[s->idx];
+	if (!(op->flags & NPROXY_NET_OP_F_COMPLETE))
+		return;
+	/*
+	 * The back-edge: tell the device this slice is done (nec_inc_semaphore),
+	 * in FIFO order per semaphore -- an op completing ahead of an earlier
+	 * one on the same semaphore is applied when that one completes.
+	 */
+	for (uint32_t *head = &b->sem_head[op->post_sem];
+	     *head != NET_NONE && b->st[*head].req.done; *head = b->next_same_sem[*head]) {
+		const struct nproxy_net_op *ready = &b->fifos.ops[*head];
+
+		nproxy_device_sem_add(&b->dev, ready->post_sem, ready->post_inc);
+	}
+}
+
+static enum nproxy_status read_cq_error(struct nproxy_net *net)
+{
+	struct fi_cq_err_entry e = { 0 };
+	char prov_text[128] = "";
+	struct net_req *req;
+	ssize_t rc;
+
+	rc = fi_cq_readerr(net->cq, &e, 0);
+	if (rc == -FI_EAGAIN)
+		return NPROXY_SUCCESS;
+	if (rc < 0) {
+		npx_net_set_err(net, "fi_cq_readerr: %s", fi_strerror((int)-rc));
+		return fail(net, NPROXY_NET_ERROR);
+	}
+	req = e.op_context;
+	if (e.prov_errno || e.err_data_size) {
+		const char *t = fi_cq_strerror(net->cq, e.prov_errno, e.err_data, prov_text,
+					       sizeof(prov_text));
+
+		if (t && t != prov_text)
+			snprintf(prov_text, sizeof(prov_text), "%s", t);
+	}
+	if (!req) {
+		npx_net_set_err(net, "completion error without context: %s (%s)",
+			    fi_strerror(e.err), prov_text);
+		return fail(net, NPROXY_NET_ERROR);
+	}
+	if (req->kind == NET_REQ_BARRIER) {
+		npx_net_barrier_complete(net, req, false);
+		if (e.err == FI_ECANCELED)
+			return NPROXY_SUCCESS;
+		npx_net_set_err(net, "host barrier %s rank %u failed: %s (%s)",
+			    req->is_send ? "send to" : "recv from", req->peer, fi_strerror(e.err),
+			    prov_text);
+		return fail(net, NPROXY_NET_ERROR);
+	} else {
+		struct net_op_state *s = (struct net_op_state *)req;
+		struct net_block *b = s->blk;
+		const struct nproxy_net_op *op = b->retired ? NULL : &b->fifos.ops[s->idx];
+		uint32_t stream = b->stream, bb = b->bb, idx = s->idx, len = op ? op->len : 0;
+		uint64_t tag = s->tag;
+
+		bool is_send = req->is_send;
+		uint32_t peer = req->peer;
+
+		s->req.done = 0;
+		s->req.posted = 0;
+		net->inflight[req->peer * 2 + req->is_send]--;
+		b->n_inflight--;
+		if (b->retired) {
+			free_if_reaped(net, b);
+			if (e.err == FI_ECANCELED)
+				return NPROXY_SUCCESS;
+		}
+		/* b (and s) may be gone: only the copies above from here on. */
+		npx_net_set_err(net, "stream %u bb %u op %u (%s rank %u, %u bytes, tag %#" PRIx64
+			    ") failed: %s (%s)", stream, bb, idx, is_send ? "send to" : "recv from",
+			    peer, len, tag, fi_strerror(e.err), prov_text);
+		return fail(net, e.err == FI_ETRUNC ? NPROXY_INVALID : NPROXY_NET_ERROR);
+	}
+}
+
+enum nproxy_status npx_net_drain_cq(struct nproxy_net *net, uint32_t *moved)
+{
+	struct fi_cq_tagged_entry ent[NET_CQ_BATCH];
+	uint32_t total = 0;
+
+	while (total < NET_CQ_MAX_PER_TICK) {
+		ssize_t n = fi_cq_read(net->cq, ent, NET_CQ_BATCH);
+
+		if (n == -FI_EAGAIN)
+			break;
+		if (n == -FI_EAVAIL) {
+			enum nproxy_status st = read_cq_error(net);
+
+			if (st != NPROXY_SUCCESS)
+				return st;
+			total++;
+			continue;
+		}
+		if (n < 0) {
+			npx_net_set_err(net, "fi_cq_read: %s", fi_strerror((int)-n));
+			return fail(net, NPROXY_NET_ERROR);
+		}
+		for (ssize_t i = 0; i < n; i++) {
+			struct net_req *req = ent[i].op_context;
+
+			if (req->kind == NET_REQ_BARRIER) {
+				npx_net_barrier_complete(net, req, true);
+				continue;
+			}
+			struct net_op_state *s = (struct net_op_state *)req;
+
+			if (!req->is_send && !s->blk->retired &&
+			    ent[i].len != s->blk->fifos.ops[s->idx].len) {
+				npx_net_set_err(net, "stream %u bb %u op %u: recv from rank %u got %zu bytes, expected %u",
+					    s->blk->stream, s->blk->bb, s->idx, req->peer,
+					    (size_t)ent[i].len, s->blk->fifos.ops[s->idx].len);
+				op_completed(net, s);
+				return fail(net, NPROXY_INVALID);
+			}
+			op_completed(net, s);
+		}
+		total += (uint32_t)n;
+		if (n < NET_CQ_BATCH)
+			break;
+	}
+	*moved += total;
+	return NPROXY_SUCCESS;
+}
+
+enum nproxy_status npx_net_post_error(struct nproxy_net *net, ssize_t rc, const char *what,
+				  uint32_t peer)
+{
+	npx_net_set_err(net, "%s rank %u: %s", what, peer, fi_strerror((int)-rc));
+	return fail(net, NPROXY_NET_ERROR);
+}
+
+/*
+ * One posting pass over block b.  The sends pass looks at sends only and
+ * leaves first_unposted alone; the full pass looks at everything left.
+ * Returns NPROXY_SUCCESS with *again set when the provider refused a post
+ * (-FI_EAGAIN): the caller stops posting for this tick.
+ */
+static enum nproxy_status post_pass(struct nproxy_net *net, struct net_block *b, uint32_t scan,
+				    bool sends_only, uint32_t *posted, bool *again)
+{
+	const struct nproxy_fifo_set *f = &b->fifos;
+	bool contiguous = !sends_only;
+	uint32_t scanned = 0;	/* per pass: held-back sends must not starve the receives */
+
+	for (uint32_t i = b->first_unposted; i < f->n_ops; i++) {
+		const struct nproxy_net_op *op = &f->ops[i];
+		struct net_op_state *s = &b->st[i];
+		uint32_t ch = s->req.peer * 2 + s->req.is_send;
+		ssize_t rc;
+
+		if (s->req.posted || s->req.done) {
+			if (contiguous)
+				b->first_unposted = i + 1;
+			continue;
+		}
+		contiguous = false;
+		/* Receives count against the sends pass's budget too: bounded work. */
+		if (++scanned > NET_SCAN_MAX_PER_TICK || *posted >= NET_POST_MAX_PER_TICK)
+			break;
+		if (sends_only && !s->req.is_send)
+			continue;
+		if (net->chan_stamp[ch] == scan)
+			continue;
+		if (net->inflight[ch] >= net->credits ||
+		    ((op->flags & NPROXY_NET_OP_F_PRECOND) &&
+		     nproxy_sem_load(&b->dev.sems[op->pre_sem]) < op->pre_value)) {
+			net->chan_stamp[ch] = scan;	/* keep this channel in order */
+			continue;
+		}
+		if (s->req.is_send) {
+			const struct nproxy_net_addr *a = &f->src[op->addr_idx];
+			struct net_mr *m = &net->mrs[a->mr];
+
+			rc = fi_tsend(net->ep, (char *)m->base + a->offset, op->len, m->desc,
+				      net->peers[op->peer], s->tag, &s->req.ctx);
+		} else {
+			const struct nproxy_net_addr *a = &f->dst[op->addr_idx];
+			struct net_mr *m = &net->mrs[a->mr];
+
+			rc = fi_trecv(net->ep, (char *)m->base + a->offset, op->len, m->desc,
+				      FI_ADDR_UNSPEC, s->tag, 0, &s->req.ctx);
+		}
+		if (rc == -FI_EAGAIN) {
+			/* Provider queue full: reap completions, retry next tick. */
+			if (!b->eagain_since_ms)
+				b->eagain_since_ms = npx_net_now_ms();
+			b->eagain_op = i;
+			*again = true;
+			return NPROXY_SUCCESS;
+		}
+		if (rc) {
+			npx_net_set_err(net, "stream %u bb %u op %u: %s rank %u (%u bytes): %s",
+				    b->stream, b->bb, i, op_kind(op), op->peer, op->len,
+				    fi_strerror((int)-rc));
+			return fail(net, NPROXY_NET_ERROR);
+		}
+		s->req.posted = 1;
+		s->posted_ms = npx_net_now_ms();
+		net->inflight[ch]++;
+		b->n_inflight++;
+		++*posted;
+	}
+	return NPROXY_SUCCESS;
+}
+
+/*
+ * Post eligible ops of block b; see the top of the file for the order.
+ * Sends go first: a provider may do a receive's whole copy inside
+ * fi_trecv() when the peer's message is already there (shm's CMA protocol
+ * does), and a send posted after that would reach the peer one copy late
+ * -- which made a 2-rank 1 MiB allgather wait for two copies in a row.
+ */
+static enum nproxy_status post_block(struct nproxy_net *net, struct net_block *b,
+				     uint32_t *moved)
+{
+	uint32_t posted = 0;
+	uint32_t scan = ++net->scan;
+	enum nproxy_status st;
+	bool again = false;
+
+	if (scan == 0)	/* wrapped: stale stamps might look current */
+		scan = net->scan = 1, memset(net->chan_stamp, 0, 2 * net->n_ranks * sizeof(uint32_t));
+	st = post_pass(net, b, scan, true, &posted, &again);
+	if (st == NPROXY_SUCCESS && !again)
+		st = post_pass(net, b, scan, false, &posted, &again);
+	if (st != NPROXY_SUCCESS)
+		return st;
+	*moved += posted;
+	if (again)
+		return npx_net_drain_cq(net, moved);
+	if (posted)
+		b->eagain_since_ms = 0;
+	return NPROXY_SUCCESS;
+}
+
+/*
+ * An op that saw no completion from its peer for timeout_ms is declared
+ * failed: a dead peer or a broken link must end the task, not hang it.
+ * Run only on idle ticks, at most once per millisecond.
+ */
+static enum nproxy_status check_deadlines(struct nproxy_net *net, struct net_block *b)
+{
+	int64_t now = npx_net_now_ms();
+
+	if (now == net->last_deadline_check_ms)
+		return NPROXY_SUCCESS;
+	net->last_deadline_check_ms = now;
+	if (b->eagain_since_ms && now - b->eagain_since_ms > net->timeout_ms) {
+		const struct nproxy_net_op *op = &b->fifos.ops[b->eagain_op];
+
+		npx_net_set_err(net, "stream %u bb %u op %u: %s rank %u (%u bytes): provider refused the post (-FI_EAGAIN) for %d ms: peer dead or unreachable",
+			    b->stream, b->bb, b->eagain_op, op_kind(op), op->peer, op->len,
+			    net->timeout_ms);
+		return fail(net, NPROXY_TIMEOUT);
+	}
+	if (!b->n_inflight)
+		return NPROXY_SUCCESS;
+	for (uint32_t i = 0; i < b->fifos.n_ops; i++) {
+		struct net_op_state *s = &b->st[i];
+		int64_t since;
+
+		if (!s->req.posted)
+			continue;
+		since = s->posted_ms;
+		if (net->last_activity_ms[s->req.peer] > since)
+			since = net->last_activity_ms[s->req.peer];
+		if (now - since > net->timeout_ms) {
+			const struct nproxy_net_op *op = &b->fifos.ops[i];
+
+			npx_net_set_err(net,
+				    "stream %u bb %u op %u: %s rank %u (%u bytes) made no progress for %d ms: peer dead or unreachable",
+				    b->stream, b->bb, i, op_kind(op), op->peer, op->len,
+				    net->timeout_ms);
+			return fail(net, NPROXY_TIMEOUT);
+		}
+	}
+	return NPROXY_SUCCESS;
+}
+
+static bool stream_done(struct nproxy_net *net, uint32_t stream)
+{
+	for (int i = 0; i < NET_MAX_BLOCKS; i++) {
+		struct net_block *b = net->blocks[i];
+
+		if (b && b->stream == stream && b->n_done < b->fifos.n_ops)
+			return false;
+	}
+	return true;
+}
+
+static enum nproxy_status net_progress(void *engine, uint32_t stream, uint32_t bb, bool *idle,
+				       bool *block_done, bool *done)
+{
+	struct nproxy_net *net = engine;
+	enum nproxy_status st;
+	struct net_block *b;
+	uint32_t moved = 0;
+
+	*idle = false;
+	*block_done = false;
+	*done = false;
+	pthread_mutex_lock(&net->lock);
+	b = find_block(net, stream, bb, NULL);
+	if (!b) {
+		npx_net_set_err(net, "progress: stream %u bb %u was not started", stream, bb);
+		*done = true;
+		st = NPROXY_INVALID;
+		goto out;
+	}
+	st = net->failed;
+	if (st == NPROXY_SUCCESS)
+		st = npx_net_drain_cq(net, &moved);
+	if (st == NPROXY_SUCCESS)
+		st = post_block(net, b, &moved);
+	if (st == NPROXY_SUCCESS && !moved)
+		st = check_deadlines(net, b);
+	if (st != NPROXY_SUCCESS) {
+		*done = true;
+		goto out;
+	}
+	*idle = !moved;
+	*block_done = b->n_done == b->fifos.n_ops;
+	*done = *block_done && stream_done(net, stream);
+out:
+	pthread_mutex_unlock(&net->lock);
+	return st;
+}
+
+static bool in_graveyard(struct nproxy_net *net, struct net_block *b)
+{
+	for (struct net_block *g = net->graveyard; g; g = g->next_grave)
+		if (g == b)
+			return true;
+	return false;
+}
+
+static enum nproxy_status net_stop(void *engine, uint32_t stream, uint32_t bb)
+{
+	struct nproxy_net *net = engine;
+	struct net_block *b = NULL;
+	int slot = -1;
+
+	pthread_mutex_lock(&net->lock);
+	for (int i = 0; i < NET_MAX_BLOCKS; i++)
+		if (net->blocks[i] && net->blocks[i]->stream == stream && net->blocks[i]->bb == bb)
+			slot = i;
+	if (slot < 0) {
+		pthread_mutex_unlock(&net->lock);
+		return NPROXY_INVALID;
+	}
+	b = net->blocks[slot];
+	net->blocks[slot] = NULL;
+	block_release_mrs(net, b);
+	if (b->n_inflight) {
+		/*
+		 * Aborting with ops in the provider: cancel them, and keep the
+		 * requests alive until the cancellations are reaped (or the
+		 * endpoint is closed) -- the provider still owns their context.
+		 */
+		for (uint32_t i = 0; i < b->fifos.n_ops; i++)
+			if (b->st[i].req.posted)
+				fi_cancel(&net->ep->fid, &b->st[i].req.ctx);
+		b->retired = true;
+		memset(&b->fifos, 0, sizeof(b->fifos));
+		b->next_grave = net->graveyard;
+		net->graveyard = b;
+		/*
+		 * Reap the cancellations for a bounded time, so that after
+		 * stop() no posted recv still writes into the caller's buffer
+		 * (providers cancel posted recvs promptly; a send they cannot
+		 * cancel only reads).
+		 */
+		for (int64_t end = npx_net_now_ms() + NET_STOP_REAP_MS; in_graveyard(net, b) &&
+		     npx_net_now_ms() < end;) {
+			uint32_t moved = 0;
+
+			npx_net_drain_cq(net, &moved);
+			if (!moved)
+				sched_yield();
+		}
+		if (in_graveyard(net, b))
+			nproxy_log(NPROXY_LOG_WARN,
+				   "net rank %u: stream %u bb %u stopped with %u op(s) still in the provider",
+				   net->rank, stream, bb, b->n_inflight);
+	} else {
+		block_free(net, b);
+	}
+	pthread_mutex_unlock(&net->lock);
+	return NPROXY_SUCCESS;
+}
+
+void npx_net_engine_close(struct nproxy_net *net)
+{
+	for (int i = 0; i < NET_MAX_BLOCKS; i++) {
+		if (net->blocks[i]) {
+			struct net_block *b = net->blocks[i];
+
+			net_stop(net, b->stream, b->bb);
+		}
+	}
+}
+
+const struct nproxy_seam_ops npx_net_seam_ops = {
+	.name = "libfabric",
+	.start = net_start,
+	.progress = net_progress,
+	.stop = net_stop,
+};

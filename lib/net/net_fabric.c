@@ -1,0 +1,404 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * Provider selection and endpoint bring-up for the network engine: hints as
+ * EFA needs them, fabric + domain + RDM endpoint + AV + CQ, and the
+ * all-gather of endpoint names that fills the AV.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <nproxy/log.h>
+#include "net_internal.h"
+
+#define NET_FI_VERSION	FI_VERSION(1, 17)
+
+int64_t npx_net_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void npx_net_set_err(struct nproxy_net *net, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(net->err, sizeof(net->err), fmt, ap);
+	va_end(ap);
+	nproxy_log(NPROXY_LOG_ERROR, "net rank %u: %s", net->rank, net->err);
+}
+
+static int env_int(const char *name, int dflt, int min, int max)
+{
+	const char *v = getenv(name);
+	char *end;
+	long n;
+
+	if (!v || !*v)
+		return dflt;
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno || *end || n < min || n > max) {
+		nproxy_log(NPROXY_LOG_WARN, "ignoring %s=\"%s\" (want %d..%d), using %d", name, v,
+			   min, max, dflt);
+		return dflt;
+	}
+	return (int)n;
+}
+
+/*
+ * What EFA needs, so the same code runs there: RDM, tagged + msg, the
+ * provider may use FI_CONTEXT/FI_CONTEXT2 scratch in our requests, local MR
+ * descriptors on virtual addresses of allocated memory with provider keys,
+ * FI_MR_ENDPOINT accepted (handled in net_mr.c), one thread per domain and
+ * manual data progress (the proxy worker is the only thing that moves).
+ */
+static struct fi_info *make_hints(const char *prov, bool manual_control)
+{
+	struct fi_info *hints = fi_allocinfo();
+
+	if (!hints)
+		return NULL;
+	hints->caps = FI_TAGGED | FI_MSG;
+	hints->mode = FI_CONTEXT | FI_CONTEXT2;
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+				      FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+	hints->domain_attr->threading = FI_THREAD_DOMAIN;
+	hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+	/* Some providers (shm, rxm) only do auto control progress: then leave
+	 * it unspecified rather than ask for AUTO. */
+	hints->domain_attr->control_progress = manual_control ? FI_PROGRESS_MANUAL :
+								FI_PROGRESS_UNSPEC;
+	if (prov) {
+		hints->fabric_attr->prov_name = strdup(prov);
+		if (!hints->fabric_attr->prov_name) {
+			fi_freeinfo(hints);
+			return NULL;
+		}
+	}
+	return hints;
+}
+
+static int getinfo_for(const char *prov, struct fi_info **out)
+{
+	int rc = -FI_ENODATA;
+
+	for (int manual = 1; manual >= 0 && rc == -FI_ENODATA; manual--) {
+		struct fi_info *hints = make_hints(prov, manual);
+
+		if (!hints)
+			return -FI_ENOMEM;
+		rc = fi_getinfo(NET_FI_VERSION, NULL, NULL, 0, hints, out);
+		fi_freeinfo(hints);
+	}
+	return rc;
+}
+
+/* An id per (host, network namespace): namespaces stand in for hosts in tests. */
+static void host_id(char *buf, size_t len)
+{
+	char host[128] = "", ns[64] = "";
+	ssize_t n;
+
+	gethostname(host, sizeof(host) - 1);
+	n = readlink("/proc/self/ns/net", ns, sizeof(ns) - 1);
+	if (n > 0)
+		ns[n] = 0;
+	snprintf(buf, len, "%s/%s", host, ns);
+}
+
+static enum nproxy_status select_provider(struct nproxy_net *net, const char *want,
+					  bool all_local)
+{
+	const char *env = getenv("FI_PROVIDER");
+	const char *order[3];
+	int n_order = 0, rc = -FI_ENODATA;
+
+	if (want) {
+		order[n_order++] = want;
+	} else if (env && *env) {
+		order[n_order++] = NULL;	/* libfabric applies FI_PROVIDER itself */
+	} else {
+		order[n_order++] = "efa";
+		if (all_local)
+			order[n_order++] = "shm";
+		order[n_order++] = "tcp;ofi_rxm";
+	}
+	for (int i = 0; i < n_order; i++) {
+		rc = getinfo_for(order[i], &net->info);
+		if (rc == 0)
+			break;
+		nproxy_log(NPROXY_LOG_INFO, "net rank %u: provider %s: %s", net->rank,
+			   order[i] ? order[i] : env, fi_strerror(-rc));
+	}
+	if (rc) {
+		npx_net_set_err(net, "no RDM tagged provider (%s%s): %s",
+			    want ? "asked for " : env && *env ? "FI_PROVIDER=" : "tried efa, shm, tcp;ofi_rxm",
+			    want ? want : env && *env ? env : "", fi_strerror(-rc));
+		return NPROXY_UNSUPPORTED;
+	}
+	snprintf(net->prov, sizeof(net->prov), "%s", net->info->fabric_attr->prov_name);
+	net->mr_local = net->info->domain_attr->mr_mode & FI_MR_LOCAL;
+	net->mr_endpoint = net->info->domain_attr->mr_mode & FI_MR_ENDPOINT;
+	return NPROXY_SUCCESS;
+}
+
+static enum nproxy_status fi_fail(struct nproxy_net *net, const char *what, int rc)
+{
+	npx_net_set_err(net, "%s on provider %s: %s", what, net->prov, fi_strerror(-rc));
+	return NPROXY_NET_ERROR;
+}
+
+static enum nproxy_status bring_up(struct nproxy_net *net)
+{
+	struct fi_cq_attr cq_attr = {
+		.format = FI_CQ_FORMAT_TAGGED,
+		.wait_obj = FI_WAIT_NONE,	/* we poll: manual progress */
+	};
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	int rc;
+
+	rc = fi_fabric(net->info->fabric_attr, &net->fabric, NULL);
+	if (rc)
+		return fi_fail(net, "fi_fabric", rc);
+	rc = fi_domain(net->fabric, net->info, &net->domain, NULL);
+	if (rc)
+		return fi_fail(net, "fi_domain", rc);
+	if (net->info->domain_attr->av_type != FI_AV_UNSPEC)
+		av_attr.type = net->info->domain_attr->av_type;
+	av_attr.count = net->n_ranks;
+	rc = fi_av_open(net->domain, &av_attr, &net->av, NULL);
+	if (rc)
+		return fi_fail(net, "fi_av_open", rc);
+	rc = fi_cq_open(net->domain, &cq_attr, &net->cq, NULL);
+	if (rc)
+		return fi_fail(net, "fi_cq_open", rc);
+	rc = fi_endpoint(net->domain, net->info, &net->ep, NULL);
+	if (rc)
+		return fi_fail(net, "fi_endpoint", rc);
+	/* The endpoint's name is known now; its region is created by fi_enable. */
+	npx_net_shm_sweep_at_open(net);
+	npx_net_shm_clear_own(net);
+	rc = fi_ep_bind(net->ep, &net->av->fid, 0);
+	if (rc)
+		return fi_fail(net, "fi_ep_bind(av)", rc);
+	rc = fi_ep_bind(net->ep, &net->cq->fid, FI_TRANSMIT | FI_RECV);
+	if (rc)
+		return fi_fail(net, "fi_ep_bind(cq)", rc);
+	rc = fi_enable(net->ep);
+	if (rc)
+		return fi_fail(net, "fi_enable", rc);
+	return NPROXY_SUCCESS;
+}
+
+static enum nproxy_status exchange_names(struct nproxy_net *net, struct net_xchg *x)
+{
+	size_t *lens = calloc(net->n_ranks, sizeof(size_t));
+	size_t *offs = calloc(net->n_ranks, sizeof(size_t));
+	char name[256];
+	size_t name_len = sizeof(name);
+	enum nproxy_status st = NPROXY_RESOURCE;
+	void *all = NULL;
+	int rc;
+
+	if (!lens || !offs)
+		goto out;
+	rc = fi_getname(&net->ep->fid, name, &name_len);
+	if (rc) {
+		st = fi_fail(net, "fi_getname", rc);
+		goto out;
+	}
+	st = npx_net_xchg_allgather(x, name, name_len, &all, lens, offs);
+	if (st != NPROXY_SUCCESS) {
+		npx_net_set_err(net, "endpoint name exchange failed: %s: %s", nproxy_status_str(st),
+			    npx_net_xchg_strerror(x));
+		goto out;
+	}
+	for (uint32_t r = 0; r < net->n_ranks; r++) {
+		rc = fi_av_insert(net->av, (char *)all + offs[r], 1, &net->peers[r], 0, NULL);
+		if (rc != 1) {
+			npx_net_set_err(net, "fi_av_insert of rank %u (%zu-byte name) failed: %s", r,
+				    lens[r], fi_strerror(rc < 0 ? -rc : FI_EINVAL));
+			st = NPROXY_NET_ERROR;
+			goto out;
+		}
+	}
+	st = NPROXY_SUCCESS;
+out:
+	free(all);
+	free(lens);
+	free(offs);
+	return st;
+}
+
+/* Every rank agrees on "all on one host" because each sees the same list. */
+static enum nproxy_status exchange_hosts(struct nproxy_net *net, struct net_xchg *x,
+					 bool *all_local)
+{
+	size_t *lens = calloc(net->n_ranks, sizeof(size_t));
+	size_t *offs = calloc(net->n_ranks, sizeof(size_t));
+	char id[256];
+	void *all = NULL;
+	enum nproxy_status st = NPROXY_RESOURCE;
+
+	if (!lens || !offs)
+		goto out;
+	host_id(id, sizeof(id));
+	st = npx_net_xchg_allgather(x, id, strlen(id), &all, lens, offs);
+	if (st != NPROXY_SUCCESS) {
+		npx_net_set_err(net, "host id exchange failed: %s: %s", nproxy_status_str(st),
+			    npx_net_xchg_strerror(x));
+		goto out;
+	}
+	*all_local = true;
+	for (uint32_t r = 0; r < net->n_ranks; r++)
+		if (lens[r] != strlen(id) || memcmp((char *)all + offs[r], id, lens[r]))
+			*all_local = false;
+out:
+	free(all);
+	free(lens);
+	free(offs);
+	return st;
+}
+
+NPROXY_API enum nproxy_status nproxy_net_open(const struct nproxy_net_opts *opts,
+					      struct nproxy_net **out)
+{
+	struct nproxy_net *net;
+	struct net_xchg x = { 0 };
+	enum nproxy_status st;
+	bool all_local = true;
+
+	if (!out)
+		return NPROXY_INVALID;
+	*out = NULL;
+	if (!opts || opts->sz < sizeof(*opts) || opts->rdzv_timeout_ms < 0 || !opts->n_ranks ||
+	    opts->n_ranks > NPROXY_NET_MAX_RANKS || opts->rank >= opts->n_ranks ||
+	    opts->comm_id > NPROXY_NET_MAX_COMM_ID || opts->timeout_ms < 0) {
+		nproxy_log(NPROXY_LOG_ERROR, "nproxy_net_open: bad options (rank %u of %u, comm %u)",
+			   opts ? opts->rank : 0, opts ? opts->n_ranks : 0, opts ? opts->comm_id : 0);
+		return NPROXY_INVALID;
+	}
+	net = calloc(1, sizeof(*net));
+	if (!net)
+		return NPROXY_RESOURCE;
+	pthread_mutex_init(&net->lock, NULL);
+	net->rank = opts->rank;
+	net->n_ranks = opts->n_ranks;
+	net->comm_id = opts->comm_id;
+	net->credits = opts->credits ? opts->credits :
+		(uint32_t)env_int("NPROXY_NET_CREDITS", NPROXY_NET_DEFAULT_CREDITS, 1, 4096);
+	net->timeout_ms = opts->timeout_ms ? opts->timeout_ms :
+		env_int("NPROXY_NET_TIMEOUT_MS", NPROXY_NET_DEFAULT_TIMEOUT_MS, 1, 3600 * 1000);
+	net->peers = calloc(net->n_ranks, sizeof(*net->peers));
+	net->inflight = calloc(2 * (size_t)net->n_ranks, sizeof(*net->inflight));
+	net->chan_stamp = calloc(2 * (size_t)net->n_ranks, sizeof(*net->chan_stamp));
+	net->last_activity_ms = calloc(net->n_ranks, sizeof(*net->last_activity_ms));
+	st = NPROXY_RESOURCE;
+	if (!net->peers || !net->inflight || !net->chan_stamp || !net->last_activity_ms)
+		goto fail;
+
+	st = npx_net_xchg_open(&x, opts, opts->rdzv_timeout_ms ? opts->rdzv_timeout_ms :
+			   env_int("NPROXY_NET_RDZV_TIMEOUT_MS", NPROXY_NET_DEFAULT_RDZV_TIMEOUT_MS,
+				   1, 3600 * 1000));
+	if (st != NPROXY_SUCCESS)
+		goto fail;
+	if (x.bp)
+		all_local = true;
+	else if (net->n_ranks > 1 && (st = exchange_hosts(net, &x, &all_local)) != NPROXY_SUCCESS)
+		goto fail;
+	st = select_provider(net, opts->provider, all_local);
+	if (st != NPROXY_SUCCESS)
+		goto fail_local;
+	st = bring_up(net);
+	if (st != NPROXY_SUCCESS)
+		goto fail_local;
+	st = exchange_names(net, &x);
+	if (st != NPROXY_SUCCESS)
+		goto fail;
+	st = npx_net_barrier_init(net);
+	if (st != NPROXY_SUCCESS)
+		goto fail_local;
+	npx_net_xchg_close(&x);
+	nproxy_log(NPROXY_LOG_INFO, "net rank %u of %u: comm %u on %s, %u credits, %d ms timeout",
+		   net->rank, net->n_ranks, net->comm_id, net->prov, net->credits, net->timeout_ms);
+	*out = net;
+	return NPROXY_SUCCESS;
+fail_local:
+	/* The others would wait for our next all-gather until the deadline. */
+	npx_net_xchg_abort(&x, st, net->err);
+fail:
+	npx_net_xchg_close(&x);
+	nproxy_net_close(net);
+	return st;
+}
+
+NPROXY_API void nproxy_net_close(struct nproxy_net *net)
+{
+	if (!net)
+		return;
+	npx_net_engine_close(net);	/* cancels posted ops, forgets blocks */
+	if (net->ep)
+		npx_net_barrier_cancel(net);
+	if (net->ep)
+		fi_close(&net->ep->fid);
+	npx_net_mr_close_all(net);
+	if (net->av)
+		fi_close(&net->av->fid);
+	if (net->cq)
+		fi_close(&net->cq->fid);
+	if (net->domain)
+		fi_close(&net->domain->fid);
+	if (net->fabric)
+		fi_close(&net->fabric->fid);
+	if (net->info)
+		fi_freeinfo(net->info);
+	/* Only now, with the endpoint gone, can no provider touch a request. */
+	npx_net_engine_free(net);
+	npx_net_barrier_free(net);
+	free(net->mrs);
+	free(net->peers);
+	free(net->inflight);
+	free(net->chan_stamp);
+	free(net->last_activity_ms);
+	pthread_mutex_destroy(&net->lock);
+	free(net);
+}
+
+NPROXY_API void nproxy_net_seam(struct nproxy_net *net, struct nproxy_seam *out)
+{
+	out->ops = &npx_net_seam_ops;
+	out->engine = net;
+}
+
+NPROXY_API void nproxy_net_host_barrier(struct nproxy_net *net, struct nproxy_host_barrier *out)
+{
+	out->ops = &npx_net_barrier_ops;
+	out->ctx = net;
+}
+
+NPROXY_API uint32_t nproxy_net_rank(const struct nproxy_net *net)
+{
+	return net->rank;
+}
+
+NPROXY_API uint32_t nproxy_net_size(const struct nproxy_net *net)
+{
+	return net->n_ranks;
+}
+
+NPROXY_API const char *nproxy_net_provider(const struct nproxy_net *net)
+{
+	return net->prov;
+}
+
+NPROXY_API const char *nproxy_net_strerror(const struct nproxy_net *net)
+{
+	return net ? net->err : "";
+}

@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
+/*
+ * Internals of the libfabric network engine (lib/net_*.c), shared between
+ * its files: fabric setup, MR cache, op engine, host barrier, exchange.
+ */
+#ifndef NPROXY_NET_INTERNAL_H
+#define NPROXY_NET_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+#include <nproxy/net.h>
+
+/*
+ * Tag layout (64 bits), see Documentation/net.md:
+ *   63     space: 0 data op, 1 host barrier
+ *   62..52 comm id      (11 bits)
+ *   51..50 stream       (2 bits)
+ *   49..42 basic block  (low 8 bits of bb)
+ *   41..34 epoch        (how many times this (stream, bb & 0xff) was
+ *                        started before, mod 256: consecutive CC ops reuse
+ *                        block numbers, and a fast rank's next op must not
+ *                        match a slow rank's previous one)
+ *          the barrier uses bits 49..34 for the low 16 bits of its seq
+ *   33..22 source rank  (12 bits)
+ *   21..0  op index within (block, source -> destination) (22 bits;
+ *          the barrier puts its round here)
+ */
+#define NET_TAG_BARRIER		(1ull << 63)
+#define NET_TAG_MAX_SEQ		((1u << 22) - 1)
+
+static inline uint64_t net_tag(uint64_t space, uint32_t comm, uint32_t stream, uint32_t bb,
+			       uint32_t src, uint32_t seq)
+{
+	return space | ((uint64_t)(comm & 0x7ff) << 52) | ((uint64_t)(stream & 0x3) << 50) |
+	       ((uint64_t)(bb & 0xffff) << 34) | ((uint64_t)(src & 0xfff) << 22) |
+	       (seq & NET_TAG_MAX_SEQ);
+}
+
+enum net_req_kind {
+	NET_REQ_OP = 1,		/* a FIFO op of a block */
+	NET_REQ_BARRIER = 2,	/* a host barrier send/recv */
+};
+
+/* Every posted request starts with this: the CQ hands back &ctx. */
+struct net_req {
+	struct fi_context2 ctx;		/* FI_CONTEXT | FI_CONTEXT2 mode: provider scratch */
+	uint8_t kind;			/* enum net_req_kind */
+	uint8_t posted;			/* in the provider's hands */
+	uint8_t done;
+	uint8_t is_send;
+	uint32_t peer;
+};
+
+struct net_block;
+
+struct net_op_state {
+	struct net_req req;		/* first: CQ op_context points here */
+	struct net_block *blk;
+	uint32_t idx;			/* index in the block's op FIFO */
+	uint32_t seq;			/* per (block, peer, direction) match index */
+	uint64_t tag;
+	int64_t posted_ms;
+};
+
+struct net_block {
+	uint32_t stream;
+	uint32_t bb;
+	bool retired;			/* stopped with ops still in the provider */
+	struct nproxy_fifo_set fifos;	/* borrowed from start() to stop() */
+	struct nproxy_device_sems dev;
+	struct net_op_state *st;	/* n_ops */
+	uint32_t n_done;
+	uint32_t n_inflight;
+	uint32_t first_unposted;	/* scan start */
+	int64_t eagain_since_ms;	/* 0: the last post did not see -FI_EAGAIN */
+	uint32_t eagain_op;		/* the op the provider refused */
+	/*
+	 * Completion increments to one semaphore are applied in FIFO order:
+	 * sem_head[s] is the first op incrementing s whose increment is not
+	 * applied yet, next_same_sem[i] the next op after i incrementing the
+	 * same semaphore (NET_NONE: none).  Providers complete out of order
+	 * (eager vs rendezvous), the device counts in order.
+	 */
+	uint32_t *sem_head;		/* [dev.n_sems] */
+	uint32_t *next_same_sem;	/* [n_ops] */
+	struct net_block *next_grave;	/* also the spare list's link */
+	uint32_t cap_ops, cap_next, cap_sems;	/* st, next_same_sem, sem_head sizes */
+};
+
+struct net_mr {
+	void *base;
+	size_t len;
+	struct fid_mr *mr;		/* NULL when the provider needs no registration */
+	void *desc;
+	uint32_t refs;			/* register() calls minus deregister() calls */
+	uint32_t users;			/* started blocks referencing it */
+};
+
+struct net_barrier;
+
+#define NET_MAX_BLOCKS	64
+#define NET_NONE	UINT32_MAX
+
+struct nproxy_net {
+	pthread_mutex_t lock;		/* serialises entry points (FI_THREAD_DOMAIN) */
+	uint32_t rank, n_ranks, comm_id, credits;
+	int timeout_ms;
+
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_ep *ep;
+	struct fid_av *av;
+	struct fid_cq *cq;
+	fi_addr_t *peers;		/* n_ranks */
+	bool mr_local;			/* the provider wants descriptors */
+	bool mr_endpoint;		/* ... bound to and enabled on the ep */
+	char prov[64];
+
+	struct net_mr *mrs;
+	uint32_t n_mrs;
+
+	struct net_block *blocks[NET_MAX_BLOCKS];
+	uint8_t epoch[4][256];		/* [stream][bb & 0xff]: starts so far */
+	struct net_block *graveyard;	/* stopped blocks waiting for cancels */
+	/* Retired blocks kept for the next start() (no malloc per block). */
+	struct net_block *spare;
+	uint32_t n_spare;
+	uint32_t *start_scratch;	/* start(): 2 * n_ranks seq counters + sem tails */
+	uint32_t cap_scratch;
+	uint32_t *inflight;		/* [peer * 2 + is_send] */
+	uint32_t *chan_stamp;		/* [peer * 2 + is_send]: blocked in scan # */
+	uint32_t scan;			/* scan counter for chan_stamp */
+	int64_t *last_activity_ms;	/* [peer]: last completion involving peer */
+	int64_t last_deadline_check_ms;
+
+	enum nproxy_status failed;	/* sticky: the first op error ends the engine */
+	struct net_barrier *bar;
+	char err[320];
+};
+
+int64_t npx_net_now_ms(void);
+void npx_net_set_err(struct nproxy_net *net, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* net_mr.c */
+enum nproxy_status npx_net_mr_register_locked(struct nproxy_net *net, void *buf, size_t len,
+					  uint32_t *id);
+void npx_net_mr_close_all(struct nproxy_net *net);
+
+/* net_engine.c */
+enum nproxy_status npx_net_drain_cq(struct nproxy_net *net, uint32_t *moved);
+enum nproxy_status npx_net_post_error(struct nproxy_net *net, ssize_t rc, const char *what,
+				  uint32_t peer);
+void npx_net_engine_close(struct nproxy_net *net);
+extern const struct nproxy_seam_ops npx_net_seam_ops;
+
+/* net_barrier.c */
+enum nproxy_status npx_net_barrier_init(struct nproxy_net *net);
+void npx_net_barrier_complete(struct nproxy_net *net, struct net_req *req, bool ok);
+void npx_net_barrier_cancel(struct nproxy_net *net);
+void npx_net_barrier_free(struct nproxy_net *net);
+/* After the endpoint closed: free the graveyard, spare blocks and scratch. */
+void npx_net_engine_free(struct nproxy_net *net);
+extern const struct nproxy_host_barrier_ops npx_net_barrier_ops;
+
+/* net_shm.c: dead processes' shm regions (between fi_endpoint and fi_enable) */
+void npx_net_shm_clear_own(struct nproxy_net *net);
+void npx_net_shm_sweep_at_open(struct nproxy_net *net);
+
+/* net_exchange.c: all-gathers over bananaphone or the TCP rendezvous */
+struct net_xchg {
+	struct nproxy_rdzv *rz;
+	struct bp *bp;
+	uint32_t rank, n_ranks;
+	int timeout_ms;
+};
+enum nproxy_status npx_net_xchg_open(struct net_xchg *x, const struct nproxy_net_opts *opts,
+				 int timeout_ms);
+enum nproxy_status npx_net_xchg_allgather(struct net_xchg *x, const void *blob, size_t len,
+				      void **all, size_t *lens, size_t *offs);
+/* A local failure after open: tell the other ranks why (TCP rendezvous). */
+void npx_net_xchg_abort(struct net_xchg *x, enum nproxy_status st, const char *why);
+void npx_net_xchg_close(struct net_xchg *x);
+const char *npx_net_xchg_strerror(const struct net_xchg *x);
+
+#endif

@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The producer: the seed's enc_enq_proxy_tasks.  One CC op becomes one
+ * network task and one barrier task, each appended with its status
+ * published first.
+ */
+#include <stddef.h>
+#include <string.h>
+#include <nproxy/handshake.h>
+#include <nproxy/log.h>
+#include "proxy_internal.h"
+
+/* Is (comm, ctx) still published?  Two live ops with one ctx would make
+ * the consumer's lookup ambiguous. */
+static bool ctx_in_use(struct proxy_queue *q, const struct nproxy_comm *comm, uint64_t ctx)
+{
+	struct proxy_task_status *st;
+	bool found = false;
+
+	pthread_mutex_lock(&q->state_mtx);
+	for (st = q->status_head.next; st != &q->status_head; st = st->next) {
+		if (st->comm == comm && st->enc_ctx == ctx) {
+			found = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&q->state_mtx);
+	return found;
+}
+
+static enum nproxy_status resolve_op(struct nproxy_comm *comm, const struct nproxy_cc_op *op,
+				     volatile uint32_t **words, bool *words_from_hs,
+				     struct nproxy_device_sems *dev)
+{
+	uint32_t i, n_null = 0;
+
+	if (op->streams_n < 1 || op->streams_n > NPROXY_PROXY_MAX_STREAMS ||
+	    op->n_barrier_sems > NPROXY_PROXY_MAX_BARRIER_SEMS)
+		return NPROXY_INVALID;
+	for (i = 0; i < op->streams_n; i++) {
+		const struct nproxy_stream_blocks *sb = &op->streams[i];
+
+		if (sb->reserved || (sb->n_blocks && !sb->blocks))
+			return NPROXY_INVALID;
+		if (!op->trigger_words[i])
+			n_null++;
+		words[i] = op->trigger_words[i];
+	}
+	/* Only the first streams_n entries are looked at, ever. */
+	*words_from_hs = n_null == op->streams_n;
+	if (n_null == op->streams_n) {
+		if (!comm->hs)
+			return NPROXY_INVALID;
+		for (i = 0; i < op->streams_n; i++) {
+			words[i] = nproxy_hs_trigger(comm->hs, i);
+			if (!words[i])
+				return NPROXY_INVALID;
+		}
+	} else if (n_null) {
+		return NPROXY_INVALID;
+	}
+	*dev = op->dev;
+	if (!dev->sems) {
+		if (dev->n_sems)
+			return NPROXY_INVALID;
+		if (comm->hs) {
+			dev->n_sems = nproxy_hs_n_sems(comm->hs);
+			dev->sems = dev->n_sems ? nproxy_hs_sem(comm->hs, 0) : NULL;
+			dev->bell = nproxy_hs_sem_bell(comm->hs);
+		}
+	}
+	for (i = 0; i < op->n_barrier_sems; i++)
+		if (op->barrier_sems[i] >= dev->n_sems)
+			return NPROXY_INVALID;
+	return NPROXY_SUCCESS;
+}
+
+enum nproxy_status nproxy_enq_proxy_tasks(struct nproxy_comm *comm, const struct nproxy_cc_op *in,
+					  uint64_t exec_id, uint64_t *ctx_out)
+{
+	volatile uint32_t *words[NPROXY_PROXY_MAX_STREAMS] = { NULL };
+	struct proxy_task_status *net_st = NULL, *bar_st = NULL;
+	struct proxy_task *net = NULL, *bar = NULL;
+	struct nproxy_device_sems dev;
+	struct nproxy_cc_op op;
+	bool words_from_hs;
+	enum nproxy_status rc;
+	uint64_t ctx;
+
+	if (!comm || !in || in->sz < sizeof(op)) {
+		nproxy_log(NPROXY_LOG_ERROR, "nproxy_enq_proxy_tasks: invalid arguments");
+		return NPROXY_INVALID;
+	}
+	memcpy(&op, in, sizeof(op));
+	if (in->sz > sizeof(op)) {
+		/* A newer caller's fields this library does not know must be zero. */
+		const unsigned char *tail = (const unsigned char *)in + sizeof(op);
+		size_t i;
+
+		for (i = 0; i < in->sz - sizeof(op); i++)
+			if (tail[i])
+				return NPROXY_INVALID;
+	}
+	rc = resolve_op(comm, &op, words, &words_from_hs, &dev);
+	if (rc != NPROXY_SUCCESS) {
+		nproxy_log(NPROXY_LOG_ERROR,
+			   "[nec_dev %u] rank %u: invalid CC op (streams_n %u, trigger words, sems)",
+			   comm->device_index, comm->rank, op.streams_n);
+		return rc;
+	}
+	ctx = op.ctx ? op.ctx : __atomic_fetch_add(&comm->next_ctx, 1, __ATOMIC_RELAXED);
+	if (op.ctx && ctx_in_use(comm->queue, comm, ctx)) {
+		nproxy_log(NPROXY_LOG_ERROR, "[nec_dev %u] rank %u: ctx %llu is still in use",
+			   comm->device_index, comm->rank, (unsigned long long)ctx);
+		return NPROXY_BUSY;
+	}
+
+	net_st = npx_proxy_status_new(comm, ctx, NPROXY_TASK_NETWORK);
+	bar_st = npx_proxy_status_new(comm, ctx, NPROXY_TASK_BARRIER);
+	if (!net_st || !bar_st)
+		goto err;
+	net = npx_proxy_net_task_new(comm, &op, words, &dev, net_st, exec_id);
+	if (!net)
+		goto err;
+	bar = npx_proxy_barrier_task_new(comm, &op, words, &dev, bar_st, exec_id);
+	if (!bar)
+		goto err;
+	/* A parked worker is woken by the device only for its own words;
+	 * words the caller brought are polled. */
+	net->trigger_notified = bar->trigger_notified = words_from_hs && comm->trigger_notify;
+	npx_proxy_net_task_commit(net);
+	npx_proxy_barrier_task_commit(bar);
+	/* The creator's status references become the status list's. */
+	npx_proxy_queue_append(comm->queue, net);
+	npx_proxy_queue_append(comm->queue, bar);
+	if (ctx_out)
+		*ctx_out = ctx;
+	return NPROXY_SUCCESS;
+err:
+	if (net)
+		net->ops->destroy(net);
+	npx_proxy_status_put(net_st);
+	npx_proxy_status_put(bar_st);
+	return NPROXY_RESOURCE;
+}

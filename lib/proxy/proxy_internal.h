@@ -1,0 +1,316 @@
+/* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
+/*
+ * Private to lib/proxy_*.c: the queue, the task base and the status object.
+ *
+ * Locks (never both held in the other order):
+ *   registry_lock (proxy_registry.c)  the gid -> {queue, refcnt} map
+ *   q->mtx                            q->queue + q->active (the worker holds
+ *                                     it for a whole drain/step pass);
+ *                                     producers push onto q->incoming
+ *                                     without it
+ *   q->state_mtx                      q->status list (consumers)
+ * Order: registry_lock -> q->mtx -> q->state_mtx.
+ */
+#ifndef NPROXY_PROXY_INTERNAL_H
+#define NPROXY_PROXY_INTERNAL_H
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <linux/nproxy.h>
+#include <nproxy/handshake.h>
+#include <nproxy/proxy.h>
+#include "common/common_internal.h"
+
+/*
+ * ---- The proxy state page ----
+ * The proxy state a comm publishes for tools
+ * (struct nproxy_proxy_state, <linux/nproxy.h>) in its handshake region's
+ * NPROXY_OFF_PROXY page (kmod) or the memfd's fourth page (memfd backend).
+ *
+ * Cost model: the hooks below are a handful of plain stores into a page the
+ * process already has mapped, plus one CLOCK_MONOTONIC_COARSE read (vDSO,
+ * no syscall) per state change.  No lock, no atomic read-modify-write on
+ * the worker's path.  A comm without a page (no handshake region, or a
+ * module too old to have the page) has NULL slots and every hook is a
+ * single compare.
+ *
+ * Writers: a task slot is filled by the producer in npx_proxy_task_init()
+ * (before the task is queued) and written only by the group's worker
+ * after that; the header's worker fields are written by the worker under
+ * q->mtx, and the comm's page list (struct proxy_state_worker) changes
+ * under q->mtx too.
+ */
+struct nproxy_comm;
+struct nproxy_hs;
+struct proxy_queue;
+struct proxy_task;
+
+/* Comms of one proxy group whose pages show the worker's state. */
+#define PROXY_STATE_MAX_PAGES	64
+
+struct proxy_state_worker {
+	struct nproxy_proxy_state *pages[PROXY_STATE_MAX_PAGES];
+	uint32_t n_pages;
+	uint32_t state;		/* enum nproxy_worker_state last published */
+};
+
+/* ---- comm side (proxy_registry.c) ---- */
+/* Fill the header and show the group's worker in it; after comm->queue is set. */
+void npx_proxy_state_attach(struct nproxy_comm *comm);
+/* Stop showing the worker; before the comm's tasks go away. */
+void npx_proxy_state_detach(struct nproxy_comm *comm);
+
+/* ---- task side (proxy_task.c, proxy_net_task.c) ---- */
+/* Claim the comm's next slot for task (producer, before the append). */
+struct nproxy_proxy_task *npx_proxy_state_task_claim(struct nproxy_comm *comm,
+						 const struct proxy_task *task);
+
+/* A run_state change (worker).  Repeated states cost one compare. */
+static inline void proxy_state_task_state(struct nproxy_proxy_task *slot, uint32_t run_state,
+					  int status)
+{
+	uint32_t s;
+	uint64_t now;
+
+	if (!slot || __atomic_load_n(&slot->run_state, __ATOMIC_RELAXED) == run_state)
+		return;
+	now = npx_coarse_now_ns();
+	s = npx_seq_write_begin(&slot->seq);
+	NPX_SEQ_STORE(slot->run_state, (uint16_t)run_state);
+	NPX_SEQ_STORE(slot->status, status);
+	NPX_SEQ_STORE(slot->state_ns, now);
+	NPX_SEQ_STORE(slot->progress_ns, now);
+	npx_seq_write_end(&slot->seq, s);
+}
+
+/* A basic-block switch (worker): progress without a state change. */
+static inline void proxy_state_task_bb(struct nproxy_proxy_task *slot, uint32_t bb)
+{
+	uint32_t s;
+
+	if (!slot)
+		return;
+	s = npx_seq_write_begin(&slot->seq);
+	NPX_SEQ_STORE(slot->bb, bb);
+	NPX_SEQ_STORE(slot->progress_ns, npx_coarse_now_ns());
+	npx_seq_write_end(&slot->seq, s);
+}
+
+/* ---- worker side (proxy_queue.c), called with q->mtx held ---- */
+void npx_proxy_state_worker_publish(struct proxy_state_worker *w, int tid, uint32_t state);
+
+static inline void proxy_state_worker(struct proxy_state_worker *w, int tid, uint32_t state)
+{
+	if (w->state != state)
+		npx_proxy_state_worker_publish(w, tid, state);
+}
+
+
+struct proxy_task;
+struct proxy_queue;
+
+/* The seed's enc_proxy_task_state: the one object worker and consumer share. */
+struct proxy_task_status {
+	int progress_status;		/* enum nproxy_status; atomic */
+	uint32_t run_state;		/* enum nproxy_task_run_state; atomic */
+	enum nproxy_task_type task_type;
+	uint32_t refcnt;		/* task + status list; atomic */
+	uint32_t sleepers;		/* consumers parked on run_state (lib/common/common_internal.h) */
+	uint64_t enc_ctx;
+	const struct nproxy_comm *comm;	/* ctx is unique per comm only */
+	struct nproxy_proxy_task *pub;	/* published copy for tools, or NULL */
+	/* q->status list links, under q->state_mtx */
+	struct proxy_task_status *prev, *next;
+};
+
+/* C's vtable: step() is the seed's vtable slot 0. */
+struct proxy_task_ops {
+	enum nproxy_task_type type;
+	/* One tick; publishes status->{progress_status, run_state}. */
+	void (*step)(struct proxy_task *task);
+	/* Abort whatever the task holds (started blocks) and free it. */
+	void (*destroy)(struct proxy_task *task);
+};
+
+struct proxy_task {
+	const struct proxy_task_ops *ops;
+	struct proxy_task_status *status;
+	struct nproxy_comm *comm;
+	uint32_t rank;			/* active-map bucket key */
+	uint64_t exec_id;
+	uint32_t streams_n;
+	volatile uint32_t *trigger_words[NPROXY_PROXY_MAX_STREAMS];
+	/* The words are the comm's hs's, whose device announces its stores. */
+	bool trigger_notified;
+	struct proxy_task *next;	/* incoming / queue / active bucket link */
+};
+
+/* active_tasks: rank -> list, sorted by rank. */
+struct proxy_rank_bucket {
+	uint32_t rank;
+	struct proxy_task *head, *tail;
+	struct proxy_rank_bucket *next;
+};
+
+struct proxy_queue {
+	pthread_mutex_t mtx;
+	pthread_cond_t cv;
+	struct proxy_task *incoming;	/* appended: lock-free push stack, newest first */
+	struct proxy_task *queue_head, *queue_tail;	/* taken from incoming, not yet drained */
+	struct proxy_rank_bucket *active;
+	uint32_t lock_waiters;		/* producers waiting for mtx; atomic */
+	bool stop;			/* atomic */
+	/*
+	 * What ends an idle spell, signalled by enqueue, stop and the devices'
+	 * trigger notifications: the adaptive worker parks here after its
+	 * spin window (lib/common/common_internal.h).
+	 */
+	struct wake wake;
+	uint64_t spin_ns;		/* the adaptive policy's spin window */
+
+	pthread_mutex_t state_mtx;
+	struct proxy_task_status status_head;	/* circular list sentinel */
+
+	pthread_t thread;
+	bool started;
+	int tid;			/* atomic: the worker's gettid() */
+	uint32_t gid;
+	enum nproxy_idle_policy idle_policy;
+
+	/* Published by the worker once per tick (relaxed atomics). */
+	uint64_t stat_ticks, stat_steps, stat_idle_ticks, stat_cv_waits;
+	uint64_t stat_tasks_done, stat_tasks_active;
+	uint64_t stat_idle_parks, stat_safety_timeouts;
+	/* The worker's state, shown in its comms' pages (under mtx). */
+	struct proxy_state_worker pub;
+};
+
+/* Per-comm object caches (proxy_cache.c): no malloc per op in steady state. */
+enum proxy_cache_kind {
+	PROXY_CACHE_STATUS,
+	PROXY_CACHE_NET_TASK,
+	PROXY_CACHE_BARRIER_TASK,
+	PROXY_CACHE_KINDS
+};
+
+struct proxy_cached;
+
+struct proxy_cache {
+	struct proxy_cached *head;	/* under comm->cache_lock */
+	uint32_t count;
+};
+
+struct nproxy_comm {
+	uint32_t rank, n_ranks, device_index, ranks_per_proxy, gid, flags;
+	uint32_t timeout_s;
+	uint64_t spin_ns;		/* consumer spin window before it parks */
+	/* hs calls back on every trigger store: trigger waits need no polling */
+	bool trigger_notify;
+	struct nproxy_hs *hs;
+	struct nproxy_seam seam;
+	struct nproxy_host_barrier barrier;
+	struct proxy_queue *queue;
+	uint64_t next_ctx;		/* atomic: library-assigned ctx values */
+	uint64_t barrier_seq;		/* atomic: host barrier sequence numbers */
+	/*
+	 * Network tasks of one comm run one at a time, in enqueue order: the
+	 * seam names a block by (stream, bb) only.  net_seq is taken by
+	 * producers (atomic); net_turn is touched only by the group's worker.
+	 */
+	uint64_t net_seq;
+	uint64_t net_turn;
+	pthread_mutex_t cache_lock;
+	struct proxy_cache cache[PROXY_CACHE_KINDS];
+	/* The hs region's proxy-state page (proxy_state.c), or NULL. */
+	struct nproxy_proxy_state *pub;
+};
+
+/* ---- proxy_queue.c ---- */
+struct proxy_queue *npx_proxy_queue_create(uint32_t gid, enum nproxy_idle_policy policy,
+				       uint64_t spin_ns);
+/* Wake the worker out of an idle park (any thread; also a device callback). */
+void npx_proxy_queue_kick(void *q);
+/* The worker's spin window: NPROXY_SPIN_US or the default, in ns. */
+uint64_t npx_proxy_spin_ns_from_env(void);
+/* The consumer's: NPROXY_CONSUMER_SPIN_US or the default, in ns. */
+uint64_t npx_proxy_consumer_spin_ns_from_env(void);
+/* Start the worker, pinned to cpus when non-NULL. */
+enum nproxy_status npx_proxy_queue_start(struct proxy_queue *q, const cpu_set_t *cpus);
+/* stop = 1, notify, join (if started), free every task and status. */
+void npx_proxy_queue_destroy(struct proxy_queue *q);
+/* The seed's append_task: publish status, then queue, then notify. */
+void npx_proxy_queue_append(struct proxy_queue *q, struct proxy_task *task);
+/* Abort and drop every task and status node of comm. */
+void npx_proxy_queue_drop_comm(struct proxy_queue *q, const struct nproxy_comm *comm);
+void npx_proxy_queue_lock(struct proxy_queue *q);
+void npx_proxy_queue_unlock(struct proxy_queue *q);
+void npx_proxy_queue_stats(struct proxy_queue *q, struct nproxy_proxy_stats *out);
+enum nproxy_idle_policy npx_proxy_idle_policy_from_env(void);
+int npx_proxy_thread_create(pthread_t *thread, const pthread_attr_t *attr,
+			void *(*fn)(void *), void *arg);
+
+/* ---- proxy_cache.c ---- */
+/* An object of kind put back earlier (its contents are stale), or NULL. */
+void *npx_proxy_cache_get(struct nproxy_comm *comm, enum proxy_cache_kind kind);
+/* Keep obj for reuse; false when the cache is full (the caller frees it). */
+bool npx_proxy_cache_put(struct nproxy_comm *comm, enum proxy_cache_kind kind, void *obj);
+/* Empty the cache of kind, calling release on every object (comm_free). */
+void npx_proxy_cache_drain(struct nproxy_comm *comm, enum proxy_cache_kind kind,
+		       void (*release)(void *obj));
+
+/* ---- proxy_task.c ---- */
+struct proxy_task_status *npx_proxy_status_new(struct nproxy_comm *comm, uint64_t ctx,
+					   enum nproxy_task_type type);
+void npx_proxy_status_put(struct proxy_task_status *st);
+
+static inline uint32_t proxy_status_run_state(const struct proxy_task_status *st)
+{
+	return __atomic_load_n(&st->run_state, __ATOMIC_ACQUIRE);
+}
+
+/* Publish progress_status, then run_state: a consumer that reads DONE also
+ * reads the status that goes with it, and one parked on the word is woken
+ * (a futex wake only when somebody is parked). */
+static inline void proxy_status_publish(struct proxy_task_status *st, enum nproxy_status rc,
+					enum nproxy_task_run_state rs)
+{
+	__atomic_store_n(&st->progress_status, (int)rc, __ATOMIC_RELAXED);
+	proxy_state_task_state(st->pub, (uint32_t)rs, (int)rc);
+	wake_word_store(&st->run_state, &st->sleepers, (uint32_t)rs);
+}
+
+static inline void proxy_status_set_state(struct proxy_task_status *st,
+					  enum nproxy_task_run_state rs)
+{
+	proxy_state_task_state(st->pub, (uint32_t)rs, 0);
+	__atomic_store_n(&st->run_state, (uint32_t)rs, __ATOMIC_RELEASE);
+}
+
+/* The device-trigger gate over the first streams_n words only. */
+bool npx_proxy_task_can_start(const struct proxy_task *task);
+void npx_proxy_task_clear_start_flag(struct proxy_task *task);
+/* Common constructor part; the task takes a status reference. */
+void npx_proxy_task_init(struct proxy_task *task, const struct proxy_task_ops *ops,
+		     struct nproxy_comm *comm, struct proxy_task_status *st,
+		     uint64_t exec_id, uint32_t streams_n,
+		     volatile uint32_t *const *trigger_words);
+void npx_proxy_task_fini(struct proxy_task *task);
+
+/* ---- proxy_net_task.c / proxy_barrier_task.c ---- */
+struct proxy_task *npx_proxy_net_task_new(struct nproxy_comm *comm, const struct nproxy_cc_op *op,
+				      volatile uint32_t *const *trigger_words,
+				      const struct nproxy_device_sems *dev,
+				      struct proxy_task_status *st, uint64_t exec_id);
+struct proxy_task *npx_proxy_barrier_task_new(struct nproxy_comm *comm,
+					  const struct nproxy_cc_op *op,
+					  volatile uint32_t *const *trigger_words,
+					  const struct nproxy_device_sems *dev,
+					  struct proxy_task_status *st, uint64_t exec_id);
+void npx_proxy_net_task_commit(struct proxy_task *task);
+/* Free a cached network task for good (its block copies too). */
+void npx_proxy_net_task_release(void *task);
+void npx_proxy_barrier_task_commit(struct proxy_task *task);
+
+#endif

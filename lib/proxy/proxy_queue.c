@@ -1,0 +1,630 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The shared queue and its worker thread ("proxy-<tid>"): the seed's
+ * enc_proxy_queue -- start / worker_thread / process / append / destroy.
+ *
+ * process() is the outer state machine: drain queued tasks into the
+ * per-rank active map, step() every active task once, recycle DONE, then
+ * sleep on the queue (its wake word, lib/common/common_internal.h) only when nothing is
+ * active and nothing queued; when every active task made no progress,
+ * apply the idle policy.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include <nproxy/log.h>
+#include "proxy_internal.h"
+
+/*
+ * Adaptive policy (the default): re-tick, yielding, for the spin window,
+ * then park on q->wake.  Enqueue, stop and the trigger notifications of
+ * memfd regions signal it; completions of the network and triggers written
+ * by nproxy.ko do not, so while a task waits for those the park is short:
+ * ADAPTIVE_PARK_MIN_NS for the first ADAPTIVE_PARK_FAST_NS of the idle
+ * spell, then doubling up to ADAPTIVE_PARK_MAX_NS (bounded latency, and a
+ * wake-up rate that falls off when the wait is long).  When every wait is
+ * one a signal ends, the park lasts ADAPTIVE_PARK_SIGNALLED_NS, a safety
+ * net only.
+ */
+#define ADAPTIVE_DEFAULT_SPIN_NS	50000ull
+/* Pauses between two ticks of the spin window (~1-4 us on x86). */
+#define ADAPTIVE_SPIN_PAUSES		32
+/* A yield that took this long gave the cpu to somebody else's slice... */
+#define ADAPTIVE_YIELD_LOST_NS		200000ull
+/* ...and the spin window pauses instead of yielding for this long. */
+#define ADAPTIVE_NO_YIELD_NS		1000000000ull
+#define ADAPTIVE_MAX_SPIN_NS		100000000ull
+#define ADAPTIVE_PARK_MIN_NS		16000ull
+#define ADAPTIVE_PARK_MAX_NS		1000000ull
+#define ADAPTIVE_PARK_FAST_NS		2000000ull
+#define ADAPTIVE_PARK_SIGNALLED_NS	100000000ull
+#define ADAPTIVE_TIMER_SLACK_NS		1000UL
+/*
+ * A consumer waiting for DONE parks at once by default: it usually shares a
+ * CPU with the worker that has to produce the DONE, so its spin only delays
+ * that (2 ranks, 1 KiB allgather, bound: 9-10 us parked at once, 13-15 us
+ * with a 2 us spin, 18-21 us with 10 us).  NPROXY_CONSUMER_SPIN_US sets a
+ * window for a consumer that has a CPU of its own.
+ */
+#define CONSUMER_DEFAULT_SPIN_NS	0ull
+/* The cv wait is woken by append/destroy; the timeout is only a safety net. */
+#define CV_SAFETY_TIMEOUT_S	1
+
+/* Test hook (nproxy_proxy_test_fail_thread_create). */
+static int thread_fail_err;
+static unsigned int thread_fail_count;
+
+void nproxy_proxy_test_fail_thread_create(int err, unsigned int count)
+{
+	__atomic_store_n(&thread_fail_err, err, __ATOMIC_RELAXED);
+	__atomic_store_n(&thread_fail_count, count, __ATOMIC_RELEASE);
+}
+
+int npx_proxy_thread_create(pthread_t *thread, const pthread_attr_t *attr,
+			void *(*fn)(void *), void *arg)
+{
+	unsigned int n = __atomic_load_n(&thread_fail_count, __ATOMIC_ACQUIRE);
+
+	while (n) {
+		if (__atomic_compare_exchange_n(&thread_fail_count, &n, n - 1, false,
+						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			return __atomic_load_n(&thread_fail_err, __ATOMIC_RELAXED);
+	}
+	return pthread_create(thread, attr, fn, arg);
+}
+
+enum nproxy_idle_policy npx_proxy_idle_policy_from_env(void)
+{
+	const char *v = getenv("NPROXY_IDLE_POLICY");
+
+	if (v && *v) {
+		if (!strcasecmp(v, "spin"))
+			return NPROXY_IDLE_SPIN;
+		if (!strcasecmp(v, "yield"))
+			return NPROXY_IDLE_YIELD;
+		if (!strcasecmp(v, "adaptive"))
+			return NPROXY_IDLE_ADAPTIVE;
+		if (!strcasecmp(v, "adaptive-yield"))
+			return NPROXY_IDLE_ADAPTIVE_YIELD;
+		nproxy_log(NPROXY_LOG_WARN, "NPROXY_IDLE_POLICY=%s: unknown, using the default", v);
+	}
+	v = getenv("NPROXY_ONE_THREAD_PER_CORE");
+	if (v && !strcmp(v, "1"))
+		return NPROXY_IDLE_SPIN;
+	return NPROXY_IDLE_ADAPTIVE;
+}
+
+/* A spin window in microseconds from the environment, in ns. */
+static uint64_t spin_ns_from_env(const char *name, uint64_t dflt_ns)
+{
+	const char *v = getenv(name);
+	unsigned long long us;
+	char *end;
+
+	if (!v || !*v)
+		return dflt_ns;
+	errno = 0;
+	us = strtoull(v, &end, 10);
+	if (errno || *end || *v < '0' || *v > '9' || us > ADAPTIVE_MAX_SPIN_NS / 1000) {
+		nproxy_log(NPROXY_LOG_WARN, "%s=%s: not 0..%llu, using %llu", name, v,
+			   ADAPTIVE_MAX_SPIN_NS / 1000, (unsigned long long)dflt_ns / 1000);
+		return dflt_ns;
+	}
+	return us * 1000;
+}
+
+uint64_t npx_proxy_spin_ns_from_env(void)
+{
+	return spin_ns_from_env("NPROXY_SPIN_US", ADAPTIVE_DEFAULT_SPIN_NS);
+}
+
+uint64_t npx_proxy_consumer_spin_ns_from_env(void)
+{
+	return spin_ns_from_env("NPROXY_CONSUMER_SPIN_US", CONSUMER_DEFAULT_SPIN_NS);
+}
+
+struct proxy_queue *npx_proxy_queue_create(uint32_t gid, enum nproxy_idle_policy policy,
+				       uint64_t spin_ns)
+{
+	struct proxy_queue *q = calloc(1, sizeof(*q));
+	pthread_condattr_t ca;
+
+	if (!q)
+		return NULL;
+	pthread_mutex_init(&q->mtx, NULL);
+	pthread_mutex_init(&q->state_mtx, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&q->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	q->status_head.next = q->status_head.prev = &q->status_head;
+	q->gid = gid;
+	q->idle_policy = policy == NPROXY_IDLE_DEFAULT ? npx_proxy_idle_policy_from_env() : policy;
+	q->spin_ns = spin_ns;
+	return q;
+}
+
+void npx_proxy_queue_kick(void *arg)
+{
+	struct proxy_queue *q = arg;
+
+	wake_signal(&q->wake);
+}
+
+/* Take mtx, announcing it so a spinning worker lets go between ticks. */
+void npx_proxy_queue_lock(struct proxy_queue *q)
+{
+	__atomic_add_fetch(&q->lock_waiters, 1, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&q->mtx);
+	__atomic_sub_fetch(&q->lock_waiters, 1, __ATOMIC_RELAXED);
+}
+
+void npx_proxy_queue_unlock(struct proxy_queue *q)
+{
+	pthread_mutex_unlock(&q->mtx);
+}
+
+static bool bucket_append(struct proxy_queue *q, struct proxy_task *t)
+{
+	struct proxy_rank_bucket **pb = &q->active, *b;
+
+	while (*pb && (*pb)->rank < t->rank)
+		pb = &(*pb)->next;
+	b = *pb;
+	if (!b || b->rank != t->rank) {
+		b = calloc(1, sizeof(*b));
+		if (!b)
+			return false;
+		b->rank = t->rank;
+		b->next = *pb;
+		*pb = b;
+	}
+	t->next = NULL;
+	if (b->tail)
+		b->tail->next = t;
+	else
+		b->head = t;
+	b->tail = t;
+	return true;
+}
+
+/* Where an idle tick goes: the fixed policies, or the adaptive state. */
+struct idle_state {
+	uint64_t since_ns;	/* first tick of this idle spell; 0: not idle */
+	uint64_t park_ns;	/* the next short park */
+	uint64_t no_yield_until_ns; /* ADAPTIVE: a yield lost a time slice */
+};
+
+/*
+ * ADAPTIVE's spin window, one step.  A sched_yield() lets a thread of ours
+ * that is runnable on this cpu (the consumer just woken, the emulated
+ * device) run at once, which on a quiet host is the fastest hand-off
+ * (2 ranks, 64 KiB allgather: ~20 us against ~28 us with a pause loop).
+ * But it hands the cpu to any other runnable process for that process's
+ * whole time slice: with one cpu hog beside a 2-rank job on 2 vCPUs every
+ * hand-off waited out a slice (64 KiB allgather: 1.5-2 ms per op).  So a
+ * yield that took longer than ADAPTIVE_YIELD_LOST_NS (somebody else ran)
+ * switches the window to a pause loop for ADAPTIVE_NO_YIELD_NS.
+ */
+static void adaptive_spin_step(struct idle_state *is, uint64_t now)
+{
+	uint64_t after;
+
+	if (now < is->no_yield_until_ns) {
+		for (int i = 0; i < ADAPTIVE_SPIN_PAUSES; i++)
+			wake_cpu_relax();
+		return;
+	}
+	sched_yield();
+	after = wake_now_ns();
+	if (after - now > ADAPTIVE_YIELD_LOST_NS)
+		is->no_yield_until_ns = after + ADAPTIVE_NO_YIELD_NS;
+}
+
+/*
+ * Called without mtx after a tick on which nothing moved.  seen is the
+ * wake sequence read before the tick: a signal since then ends the park at
+ * once.  polled: some task waits for something no signal announces.
+ */
+static void idle_wait(struct proxy_queue *q, struct idle_state *is, uint32_t seen, bool polled)
+{
+	uint64_t now;
+
+	switch (q->idle_policy) {
+	case NPROXY_IDLE_SPIN:
+		return;
+	case NPROXY_IDLE_YIELD:
+		sched_yield();
+		return;
+	case NPROXY_IDLE_ADAPTIVE:
+	case NPROXY_IDLE_ADAPTIVE_YIELD:
+	default:
+		break;
+	}
+	now = wake_now_ns();
+	if (!is->since_ns) {
+		is->since_ns = now;
+		is->park_ns = ADAPTIVE_PARK_MIN_NS;
+	}
+	/*
+	 * The spin window.  ADAPTIVE yields between ticks unless a yield
+	 * recently lost a time slice (adaptive_spin_step); then it spins with
+	 * a pause loop only while something must be polled (the network: a
+	 * peer on another cpu answers within the window), and what a signal
+	 * ends is waited for parked at once, because whoever signals (the
+	 * emulated device ending a DELAY, the producer) may be runnable on
+	 * this very cpu and would wait out a pause loop (2 ranks, 1 KiB,
+	 * device delay 10 us: 65-69 us per op, 20-21 us parked).
+	 * ADAPTIVE_YIELD always yields: when the job's own ranks outnumber
+	 * the cpus the peer we wait for is often runnable right here (4 ranks
+	 * on 2 cpus: ~200 us instead of ~1 ms), and long yields are the norm.
+	 */
+	if (now - is->since_ns < q->spin_ns) {
+		if (q->idle_policy == NPROXY_IDLE_ADAPTIVE_YIELD) {
+			sched_yield();
+			return;
+		}
+		if (polled || now >= is->no_yield_until_ns) {
+			adaptive_spin_step(is, now);
+			return;
+		}
+	}
+	__atomic_store_n(&q->stat_idle_parks, q->stat_idle_parks + 1, __ATOMIC_RELAXED);
+	if (!polled) {
+		wake_wait(&q->wake, seen, ADAPTIVE_PARK_SIGNALLED_NS);
+		if (wake_seq(&q->wake) == seen &&
+		    wake_now_ns() - now >= ADAPTIVE_PARK_SIGNALLED_NS)
+			__atomic_store_n(&q->stat_safety_timeouts, q->stat_safety_timeouts + 1,
+					 __ATOMIC_RELAXED);
+		return;
+	}
+	wake_wait(&q->wake, seen, is->park_ns);
+	/* Short parks for the first ADAPTIVE_PARK_FAST_NS of the spell: a
+	 * peer's message is seen within one of them. */
+	if (is->park_ns < ADAPTIVE_PARK_MAX_NS && now - is->since_ns >= ADAPTIVE_PARK_FAST_NS)
+		is->park_ns *= 2;
+}
+
+/*
+ * Producers push onto q->incoming without any lock (a Treiber stack);
+ * the worker takes the whole stack under mtx and appends it, oldest first,
+ * to q->queue_head/tail.  Called with mtx held.
+ */
+static void take_incoming(struct proxy_queue *q)
+{
+	struct proxy_task *t = __atomic_exchange_n(&q->incoming, NULL, __ATOMIC_ACQUIRE);
+	struct proxy_task *fifo = NULL, *last = t;
+
+	while (t) {
+		struct proxy_task *next = t->next;
+
+		t->next = fifo;
+		fifo = t;
+		t = next;
+	}
+	if (!fifo)
+		return;
+	if (q->queue_tail)
+		q->queue_tail->next = fifo;
+	else
+		q->queue_head = fifo;
+	q->queue_tail = last;
+}
+
+/*
+ * True quiescence: the reference runtime's cv.wait, on q->wake.  seen was
+ * read before the tick that found nothing to do, so an append (which
+ * signals q->wake after its push) is never missed.  Called with mtx held.
+ */
+static void quiescent_wait(struct proxy_queue *q, uint32_t seen)
+{
+	pthread_mutex_unlock(&q->mtx);
+	wake_wait(&q->wake, seen, CV_SAFETY_TIMEOUT_S * 1000000000ull);
+	pthread_mutex_lock(&q->mtx);
+}
+
+/* The seed's enc_proxy_queue::process. */
+static void queue_process(struct proxy_queue *q)
+{
+	uint64_t ticks = 0, steps = 0, idle_ticks = 0, cv_waits = 0, tasks_done = 0;
+	struct idle_state is = { 0, 0, 0 };
+
+	pthread_mutex_lock(&q->mtx);
+	while (!__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE)) {
+		uint64_t active_count = 0, idle_count = 0, done_now = 0;
+		/* Before the tick: whatever is signalled after this re-ticks. */
+		uint32_t seen = wake_seq(&q->wake);
+		struct proxy_rank_bucket **pb;
+		bool all_idle, idle, polled = false;
+
+		/* (1) DRAIN into the per-rank active map. */
+		take_incoming(q);
+		while (q->queue_head) {
+			struct proxy_task *t = q->queue_head;
+			struct proxy_task *next = t->next;
+
+			if (!bucket_append(q, t))
+				break;	/* out of memory: leave it queued, retry next tick */
+			q->queue_head = next;
+			if (!next)
+				q->queue_tail = NULL;
+		}
+
+		/* (2) STEP every active task once; recycle DONE only. */
+		for (pb = &q->active; *pb;) {
+			struct proxy_rank_bucket *b = *pb;
+			struct proxy_task **pt = &b->head, *prev = NULL;
+
+			while (*pt) {
+				struct proxy_task *t = *pt;
+				uint32_t rs;
+
+				active_count++;
+				t->ops->step(t);
+				steps++;
+				rs = proxy_status_run_state(t->status);
+				if (rs == NPROXY_TASK_STATE_DONE) {
+					*pt = t->next;
+					if (b->tail == t)
+						b->tail = prev;
+					t->ops->destroy(t);
+					done_now++;
+					continue;
+				}
+				/*
+				 * Nothing moved: IDLE (in flight), a closed trigger
+				 * gate, or INIT held behind an earlier op.
+				 */
+				if (rs != NPROXY_TASK_STATE_PROGRESSING)
+					idle_count++;
+				/* Network and barrier progress, and the module's
+				 * trigger words, announce nothing: poll them. */
+				if (rs == NPROXY_TASK_STATE_PROGRESSING ||
+				    rs == NPROXY_TASK_STATE_IDLE ||
+				    (rs == NPROXY_TASK_STATE_WAITING_DEVICE_TRIGGER &&
+				     !t->trigger_notified))
+					polled = true;
+				prev = t;
+				pt = &t->next;
+			}
+			if (!b->head) {
+				*pb = b->next;
+				free(b);
+			} else {
+				pb = &b->next;
+			}
+		}
+		ticks++;
+		tasks_done += done_now;
+		all_idle = active_count && idle_count == active_count;
+		if (all_idle)
+			idle_ticks++;
+		__atomic_store_n(&q->stat_ticks, ticks, __ATOMIC_RELAXED);
+		__atomic_store_n(&q->stat_steps, steps, __ATOMIC_RELAXED);
+		__atomic_store_n(&q->stat_idle_ticks, idle_ticks, __ATOMIC_RELAXED);
+		__atomic_store_n(&q->stat_tasks_done, tasks_done, __ATOMIC_RELAXED);
+		__atomic_store_n(&q->stat_tasks_active, active_count - done_now,
+				 __ATOMIC_RELAXED);
+
+		/* (3) BLOCK only on true quiescence (after seen: no lost wakeup). */
+		if (!q->active && !q->queue_head &&
+		    !__atomic_load_n(&q->incoming, __ATOMIC_ACQUIRE)) {
+			is.since_ns = 0;
+			if (__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE))
+				break;
+			cv_waits++;
+			__atomic_store_n(&q->stat_cv_waits, cv_waits, __ATOMIC_RELAXED);
+			proxy_state_worker(&q->pub, q->tid, NPROXY_WORKER_SLEEPING);
+			quiescent_wait(q, seen);
+			continue;
+		}
+		idle = all_idle && !q->queue_head;	/* read under mtx */
+		if (!idle)
+			is.since_ns = 0;
+		proxy_state_worker(&q->pub, q->tid, idle ? NPROXY_WORKER_IDLE : NPROXY_WORKER_RUNNING);
+		pthread_mutex_unlock(&q->mtx);
+		/* An append since seen makes the park return at once. */
+		if (idle)
+			idle_wait(q, &is, seen, polled);
+		/* comm_free/destroy wait for mtx: let them in before re-ticking. */
+		while (__atomic_load_n(&q->lock_waiters, __ATOMIC_RELAXED))
+			sched_yield();
+		pthread_mutex_lock(&q->mtx);
+	}
+	pthread_mutex_unlock(&q->mtx);
+}
+
+/* The seed's worker_thread: name the thread after its tid, then process(). */
+static void *queue_worker(void *arg)
+{
+	struct proxy_queue *q = arg;
+	int tid = (int)syscall(SYS_gettid);
+	char name[16];
+	int rc;
+
+	snprintf(name, sizeof(name), "proxy-%d", tid);
+	rc = pthread_setname_np(pthread_self(), name);
+	if (rc)
+		nproxy_log(NPROXY_LOG_WARN, "Cannot set thread name: %d", rc);
+	/* The adaptive policy's short parks: keep the kernel's default 50 us
+	 * timer slack from multiplying them. */
+	if (q->idle_policy == NPROXY_IDLE_ADAPTIVE || q->idle_policy == NPROXY_IDLE_ADAPTIVE_YIELD)
+		prctl(PR_SET_TIMERSLACK, ADAPTIVE_TIMER_SLACK_NS);
+	pthread_mutex_lock(&q->mtx);
+	__atomic_store_n(&q->tid, tid, __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&q->cv);
+	pthread_mutex_unlock(&q->mtx);
+	queue_process(q);
+	return NULL;
+}
+
+/* The seed's enc_proxy_queue::start. */
+enum nproxy_status npx_proxy_queue_start(struct proxy_queue *q, const cpu_set_t *cpus)
+{
+	pthread_attr_t attr;
+	int rc;
+
+	pthread_attr_init(&attr);
+	if (cpus) {
+		rc = pthread_attr_setaffinity_np(&attr, sizeof(*cpus), cpus);
+		if (rc) {
+			pthread_attr_destroy(&attr);
+			nproxy_log(NPROXY_LOG_ERROR, "[gid %u] cannot set worker affinity: %d",
+				   q->gid, rc);
+			return NPROXY_INVALID;
+		}
+	}
+	rc = npx_proxy_thread_create(&q->thread, &attr, queue_worker, q);
+	pthread_attr_destroy(&attr);
+	if (rc) {
+		nproxy_log(NPROXY_LOG_ERROR, "Failed to create worker thread: %d", rc);
+		return NPROXY_RESOURCE;
+	}
+	q->started = true;
+	/* Return with the worker named and its tid known (tools, tests). */
+	pthread_mutex_lock(&q->mtx);
+	while (!__atomic_load_n(&q->tid, __ATOMIC_ACQUIRE))
+		pthread_cond_wait(&q->cv, &q->mtx);
+	pthread_mutex_unlock(&q->mtx);
+	return NPROXY_SUCCESS;
+}
+
+/*
+ * The reference runtime's append_task: status first (state_mtx), then the
+ * task, then notify.  The task goes onto q->incoming with one CAS: no lock
+ * the worker holds, so a producer never waits for a tick (or for a worker
+ * preempted in the middle of one).
+ */
+void npx_proxy_queue_append(struct proxy_queue *q, struct proxy_task *task)
+{
+	struct proxy_task_status *st = task->status;
+
+	pthread_mutex_lock(&q->state_mtx);
+	st->prev = q->status_head.prev;
+	st->next = &q->status_head;
+	q->status_head.prev->next = st;
+	q->status_head.prev = st;
+	pthread_mutex_unlock(&q->state_mtx);
+
+	task->next = __atomic_load_n(&q->incoming, __ATOMIC_RELAXED);
+	while (!__atomic_compare_exchange_n(&q->incoming, &task->next, task, true,
+					    __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		;
+	wake_signal(&q->wake);
+}
+
+static void status_unlink_matching(struct proxy_queue *q, const struct nproxy_comm *comm)
+{
+	struct proxy_task_status *st, *next, *dropped = NULL;
+
+	pthread_mutex_lock(&q->state_mtx);
+	for (st = q->status_head.next; st != &q->status_head; st = next) {
+		next = st->next;
+		if (comm && st->comm != comm)
+			continue;
+		st->prev->next = st->next;
+		st->next->prev = st->prev;
+		st->prev = NULL;
+		st->next = dropped;	/* reuse the link for the drop list */
+		dropped = st;
+	}
+	pthread_mutex_unlock(&q->state_mtx);
+	while (dropped) {
+		st = dropped;
+		dropped = st->next;
+		npx_proxy_status_put(st);
+	}
+}
+
+/* Called with mtx held: abort (destroy) every task of comm (all when NULL). */
+static void tasks_drop_matching(struct proxy_queue *q, const struct nproxy_comm *comm)
+{
+	struct proxy_task **pt, *t, *prev = NULL;
+	struct proxy_rank_bucket **pb;
+
+	take_incoming(q);
+	for (pt = &q->queue_head; (t = *pt);) {
+		if (comm && t->comm != comm) {
+			prev = t;
+			pt = &t->next;
+			continue;
+		}
+		*pt = t->next;
+		if (q->queue_tail == t)
+			q->queue_tail = prev;
+		proxy_status_publish(t->status, NPROXY_CANCELLED, NPROXY_TASK_STATE_DONE);
+		t->ops->destroy(t);
+	}
+	for (pb = &q->active; *pb;) {
+		struct proxy_rank_bucket *b = *pb;
+
+		prev = NULL;
+		for (pt = &b->head; (t = *pt);) {
+			if (comm && t->comm != comm) {
+				prev = t;
+				pt = &t->next;
+				continue;
+			}
+			*pt = t->next;
+			if (b->tail == t)
+				b->tail = prev;
+			proxy_status_publish(t->status, NPROXY_CANCELLED, NPROXY_TASK_STATE_DONE);
+			t->ops->destroy(t);
+		}
+		if (!b->head) {
+			*pb = b->next;
+			free(b);
+		} else {
+			pb = &b->next;
+		}
+	}
+}
+
+void npx_proxy_queue_drop_comm(struct proxy_queue *q, const struct nproxy_comm *comm)
+{
+	/* Under mtx the worker is between ticks: no step() runs concurrently. */
+	npx_proxy_queue_lock(q);
+	tasks_drop_matching(q, comm);
+	npx_proxy_queue_unlock(q);
+	status_unlink_matching(q, comm);
+}
+
+/* The seed's ~enc_proxy_queue: stop, notify, join (only if started). */
+void npx_proxy_queue_destroy(struct proxy_queue *q)
+{
+	if (!q)
+		return;
+	npx_proxy_queue_lock(q);
+	__atomic_store_n(&q->stop, true, __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&q->cv);
+	npx_proxy_queue_unlock(q);
+	wake_signal(&q->wake);
+	if (q->started)
+		pthread_join(q->thread, NULL);
+	tasks_drop_matching(q, NULL);
+	status_unlink_matching(q, NULL);
+	pthread_cond_destroy(&q->cv);
+	pthread_mutex_destroy(&q->mtx);
+	pthread_mutex_destroy(&q->state_mtx);
+	free(q);
+}
+
+void npx_proxy_queue_stats(struct proxy_queue *q, struct nproxy_proxy_stats *out)
+{
+	out->ticks = __atomic_load_n(&q->stat_ticks, __ATOMIC_RELAXED);
+	out->steps = __atomic_load_n(&q->stat_steps, __ATOMIC_RELAXED);
+	out->idle_ticks = __atomic_load_n(&q->stat_idle_ticks, __ATOMIC_RELAXED);
+	out->cv_waits = __atomic_load_n(&q->stat_cv_waits, __ATOMIC_RELAXED);
+	out->tasks_done = __atomic_load_n(&q->stat_tasks_done, __ATOMIC_RELAXED);
+	out->tasks_active = __atomic_load_n(&q->stat_tasks_active, __ATOMIC_RELAXED);
+	out->worker_tid = __atomic_load_n(&q->tid, __ATOMIC_ACQUIRE);
+	out->idle_parks = __atomic_load_n(&q->stat_idle_parks, __ATOMIC_RELAXED);
+	out->safety_timeouts = __atomic_load_n(&q->stat_safety_timeouts, __ATOMIC_RELAXED);
+	out->idle_policy = q->idle_policy;
+}

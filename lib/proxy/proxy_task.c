@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The task base: the refcounted status object, the device-trigger gate,
+ * and the consumer side (check / wait on a published status).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <nproxy/handshake.h>
+#include <nproxy/log.h>
+#include "proxy_internal.h"
+
+struct proxy_task_status *npx_proxy_status_new(struct nproxy_comm *comm, uint64_t ctx,
+					   enum nproxy_task_type type)
+{
+	struct proxy_task_status *st = npx_proxy_cache_get(comm, PROXY_CACHE_STATUS);
+
+	if (st)
+		memset(st, 0, sizeof(*st));
+	else
+		st = calloc(1, sizeof(*st));
+	if (!st)
+		return NULL;
+	st->progress_status = NPROXY_SUCCESS;
+	st->run_state = NPROXY_TASK_STATE_INIT;
+	st->task_type = type;
+	st->enc_ctx = ctx;
+	st->comm = comm;
+	st->refcnt = 1;		/* the creator's; task and list take their own */
+	return st;
+}
+
+void npx_proxy_status_put(struct proxy_task_status *st)
+{
+	if (st && __atomic_sub_fetch(&st->refcnt, 1, __ATOMIC_ACQ_REL) == 0 &&
+	    !npx_proxy_cache_put((struct nproxy_comm *)st->comm, PROXY_CACHE_STATUS, st))
+		free(st);
+}
+
+static void proxy_status_get(struct proxy_task_status *st)
+{
+	__atomic_add_fetch(&st->refcnt, 1, __ATOMIC_RELAXED);
+}
+
+void npx_proxy_task_init(struct proxy_task *task, const struct proxy_task_ops *ops,
+		     struct nproxy_comm *comm, struct proxy_task_status *st,
+		     uint64_t exec_id, uint32_t streams_n,
+		     volatile uint32_t *const *trigger_words)
+{
+	uint32_t i;
+
+	task->ops = ops;
+	task->comm = comm;
+	task->rank = comm->rank;
+	task->exec_id = exec_id;
+	task->status = st;
+	proxy_status_get(st);
+	task->streams_n = streams_n;
+	/* Copy only the valid prefix: nothing past streams_n is ever touched. */
+	for (i = 0; i < streams_n; i++)
+		task->trigger_words[i] = trigger_words[i];
+	task->next = NULL;
+	st->pub = npx_proxy_state_task_claim(comm, task);
+}
+
+void npx_proxy_task_fini(struct proxy_task *task)
+{
+	npx_proxy_status_put(task->status);
+	task->status = NULL;
+}
+
+/* The seed's can_start_proxy_task: one acquire load per valid stream. */
+bool npx_proxy_task_can_start(const struct proxy_task *task)
+{
+	uint32_t i;
+
+	for (i = 0; i < task->streams_n; i++)
+		if (nproxy_trigger_load(task->trigger_words[i]) == NPROXY_PROXY_TRIGGER_SENTINEL)
+			return false;
+	return true;
+}
+
+/* The seed's clear_start_proxy_task_flag: consume with release stores of 0. */
+void npx_proxy_task_clear_start_flag(struct proxy_task *task)
+{
+	uint32_t i;
+
+	for (i = 0; i < task->streams_n; i++)
+		nproxy_trigger_clear(task->trigger_words[i]);
+}
+
+/* ---- consumer ---- */
+
+/* Called with q->state_mtx held. */
+static struct proxy_task_status *status_find(struct proxy_queue *q, const struct nproxy_comm *comm,
+					     uint64_t ctx, enum nproxy_task_type type)
+{
+	struct proxy_task_status *st;
+
+	for (st = q->status_head.next; st != &q->status_head; st = st->next)
+		if (st->comm == comm && st->enc_ctx == ctx && st->task_type == type)
+			return st;
+	return NULL;
+}
+
+/*
+ * Until st is DONE or timeout_ns passed: spin for spin_ns (a hand-off that
+ * is about to happen costs no system call), then park on the run_state word,
+ * which the worker's DONE publish wakes.
+ */
+static void status_wait_done(struct proxy_task_status *st, uint64_t timeout_ns, uint64_t spin_ns)
+{
+	uint64_t start = wake_now_ns(), now = start;
+
+	while (now - start < spin_ns && now - start < timeout_ns) {
+		for (int i = 0; i < 64; i++) {
+			if (proxy_status_run_state(st) == NPROXY_TASK_STATE_DONE)
+				return;
+			wake_cpu_relax();
+		}
+		now = wake_now_ns();
+	}
+	for (;;) {
+		uint32_t seen = __atomic_load_n(&st->run_state, __ATOMIC_SEQ_CST);
+
+		if (seen == NPROXY_TASK_STATE_DONE || now - start >= timeout_ns)
+			return;
+		wake_word_wait(&st->run_state, &st->sleepers, seen, timeout_ns - (now - start));
+		now = wake_now_ns();
+	}
+}
+
+enum nproxy_status nproxy_await_status(struct nproxy_comm *comm, uint64_t ctx,
+				       enum nproxy_task_type type, uint32_t timeout_ms,
+				       bool *done, enum nproxy_status *status)
+{
+	struct proxy_task_status *found, *put_list = NULL, *put_wait = NULL;
+	enum nproxy_status rc = NPROXY_SUCCESS;
+	struct proxy_queue *q;
+	uint32_t rs;
+
+	if (!comm || !done || !status)
+		return NPROXY_INVALID;
+	q = comm->queue;
+	pthread_mutex_lock(&q->state_mtx);
+	found = status_find(q, comm, ctx, type);
+	if (!found) {
+		pthread_mutex_unlock(&q->state_mtx);
+		return NPROXY_FAILURE;
+	}
+	rs = proxy_status_run_state(found);
+	if (rs != NPROXY_TASK_STATE_DONE && timeout_ms) {
+		/* Wait without the lock, holding a reference of our own. */
+		proxy_status_get(found);
+		put_wait = found;
+		pthread_mutex_unlock(&q->state_mtx);
+		status_wait_done(found, (uint64_t)timeout_ms * 1000000ull, comm->spin_ns);
+		pthread_mutex_lock(&q->state_mtx);
+		rs = proxy_status_run_state(found);
+	}
+	/* run_state first (acquire), then the status published before it. */
+	*status = (enum nproxy_status)__atomic_load_n(&found->progress_status, __ATOMIC_RELAXED);
+	*done = rs == NPROXY_TASK_STATE_DONE;
+	if (*done) {
+		if (found->prev) {
+			found->prev->next = found->next;
+			found->next->prev = found->prev;
+			found->prev = found->next = NULL;
+			put_list = found;	/* the list's reference */
+		} else {
+			rc = NPROXY_FAILURE;	/* another consumer took it meanwhile */
+			*done = false;
+		}
+	}
+	pthread_mutex_unlock(&q->state_mtx);
+	npx_proxy_status_put(put_list);
+	npx_proxy_status_put(put_wait);
+	return rc;
+}
+
+enum nproxy_status nproxy_check_status(struct nproxy_comm *comm, uint64_t ctx,
+				       enum nproxy_task_type type, bool *done,
+				       enum nproxy_status *status)
+{
+	return nproxy_await_status(comm, ctx, type, 0, done, status);
+}
+
+/* The seed's enc_consume_proxy_task_status: wait for DONE, with a deadline. */
+enum nproxy_status nproxy_wait_status(struct nproxy_comm *comm, uint64_t ctx,
+				      enum nproxy_task_type type, uint32_t timeout_ms)
+{
+	uint64_t timeout_ns, deadline;
+	enum nproxy_status st, rc;
+	bool done;
+
+	if (!comm)
+		return NPROXY_INVALID;
+	timeout_ns = timeout_ms ? (uint64_t)timeout_ms * 1000000ull
+				: (uint64_t)comm->timeout_s * 1000000000ull;
+	deadline = wake_now_ns() + timeout_ns;
+	for (;;) {
+		uint64_t now = wake_now_ns();
+		uint64_t left_ms = now < deadline ? (deadline - now + 999999) / 1000000 : 0;
+
+		if (left_ms > UINT32_MAX)
+			left_ms = UINT32_MAX;
+		rc = nproxy_await_status(comm, ctx, type, (uint32_t)left_ms, &done, &st);
+		if (rc != NPROXY_SUCCESS)
+			return rc;
+		if (done) {
+			if (st != NPROXY_SUCCESS)
+				nproxy_log(NPROXY_LOG_ERROR,
+					   "[nec_dev %u gid %u] Proxy failed to execute task, status = %d",
+					   comm->device_index, comm->gid, (int)st);
+			return st;
+		}
+		if (wake_now_ns() >= deadline) {
+			nproxy_log(NPROXY_LOG_ERROR,
+				   "[nec_dev %u gid %u] Timeout exceeded: Waiting on proxy task type %d: %u sec (who waits for whom: nproxyctl hang-report)",
+				   comm->device_index, comm->gid, (int)type,
+				   (unsigned int)((timeout_ns + 999999999ull) / 1000000000ull));
+			return NPROXY_TIMEOUT;
+		}
+	}
+}
+
+const char *nproxy_task_type_str(enum nproxy_task_type type)
+{
+	switch (type) {
+	case NPROXY_TASK_UNKNOWN:
+		return "UNKNOWN";
+	case NPROXY_TASK_NETWORK:
+		return "NETWORK";
+	case NPROXY_TASK_BARRIER:
+		return "BARRIER";
+	}
+	return "INVALID";
+}
+
+const char *nproxy_task_run_state_str(enum nproxy_task_run_state state)
+{
+	switch (state) {
+	case NPROXY_TASK_STATE_INIT:
+		return "INIT";
+	case NPROXY_TASK_STATE_PROGRESSING:
+		return "PROGRESSING";
+	case NPROXY_TASK_STATE_WAITING_DEVICE_TRIGGER:
+		return "WAITING_DEVICE_TRIGGER";
+	case NPROXY_TASK_STATE_IDLE:
+		return "IDLE";
+	case NPROXY_TASK_STATE_DONE:
+		return "DONE";
+	}
+	return "INVALID";
+}

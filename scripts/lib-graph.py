@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Report the shape of libnproxy from its object files.
+
+lib-graph.py OBJDIR LIB.so [--prefix npx_] [--map lib/libnproxy.map]
+
+Prints: the functions the shared library exports, the non-static symbols
+of the objects that are neither exported nor carry the internal prefix,
+and the call cycles between source files (strongly connected components
+of the "file A uses a symbol defined in file B" graph).  Exits 1 when
+the map and the exports disagree, an internal symbol lacks the prefix or
+a cycle exists, so `make lint` can use it.
+"""
+import os
+import re
+import subprocess
+import sys
+
+
+def nm(path, *args):
+    out = subprocess.run(["nm", *args, path], capture_output=True, text=True,
+                         check=True).stdout
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3:
+            yield parts[1], parts[2]
+        elif len(parts) == 2:
+            yield parts[0], parts[1]
+
+
+def objects(objdir):
+    for root, _, files in os.walk(objdir):
+        for f in files:
+            if f.endswith(".o"):
+                yield os.path.join(root, f)
+
+
+def sccs(graph):
+    index, low, stack, on, out, n = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = n[0]
+        n[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def map_names(path):
+    text = re.sub(r"/\*.*?\*/", "", open(path).read(), flags=re.S)
+    names = set()
+    for m in re.finditer(r"global:(.*?)(?:local:|\})", text, flags=re.S):
+        names.update(n.strip() for n in m.group(1).split(";") if n.strip())
+    return names
+
+
+def main():
+    args = sys.argv[1:]
+    prefix, mapfile = "npx_", None
+    if "--prefix" in args:
+        i = args.index("--prefix")
+        prefix = args[i + 1]
+        del args[i:i + 2]
+    if "--map" in args:
+        i = args.index("--map")
+        mapfile = args[i + 1]
+        del args[i:i + 2]
+    objdir, so = args
+    sys.setrecursionlimit(10000)
+
+    exported = sorted(s.split("@")[0] for t, s in nm(so, "-D", "--defined-only")
+                      if t in "TtWiDdBbRr" and not s.startswith("_"))
+    defined, used = {}, {}
+    for o in objects(objdir):
+        name = os.path.relpath(o, objdir)[:-2]
+        used[name] = set()
+        for t, s in nm(o):
+            if t == "U":
+                used[name].add(s)
+            elif t.isupper():
+                defined[s] = name
+    internal = sorted(s for s in defined
+                      if s not in exported and not s.startswith(prefix))
+    graph = {f: {defined[s] for s in u if s in defined and defined[s] != f}
+             for f, u in used.items()}
+    cycles = [c for c in sccs(graph) if len(c) > 1]
+
+    bad = 0
+    print(f"exported functions and data: {len(exported)}")
+    for s in exported:
+        print(f"  {s}")
+    if mapfile:
+        listed = map_names(mapfile)
+        wild = sorted(n for n in listed if "*" in n or "?" in n)
+        missing = sorted(set(exported) - listed)
+        stale = sorted(n for n in listed - set(exported) if n not in wild)
+        for n in wild:
+            print(f"map: wildcard '{n}' (list every symbol by name)")
+        for n in missing:
+            print(f"map: {n} is exported but not listed")
+        for n in stale:
+            print(f"map: {n} is listed but not exported")
+        bad |= bool(wild or missing or stale)
+    print(f"internal non-static symbols without the '{prefix}' prefix: {len(internal)}")
+    for s in internal:
+        print(f"  {s} ({defined[s]})")
+    print(f"call cycles between files: {len(cycles)}")
+    for c in cycles:
+        print("  " + " <-> ".join(c))
+    bad |= bool(internal or cycles)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
