@@ -1,0 +1,387 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * One rank of a job in one call: bus, engine, handshake region, comm.
+ *
+ * This is the glue every runtime adopting the library would otherwise
+ * write by hand (nproxy-run did).  It sits above every other subsystem
+ * and uses them through their public headers only.  Each step records
+ * what it was doing in the rank's error text before its status goes
+ * back, so a failed open says which step failed and, where the bus knows,
+ * which peer.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <nproxy/bananaphone.h>
+#include <nproxy/handshake.h>
+#include <nproxy/log.h>
+#include <nproxy/net.h>
+#include <nproxy/proxy.h>
+#include <nproxy/rank.h>
+#include "rank_internal.h"
+
+/* The reason of this thread's last failed open, for nproxy_rank_strerror(NULL). */
+static __thread char open_err[RANK_ERR_LEN];
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* What is left of the open's deadline, at least 1 ms (a step then times
+ * out at once instead of being told to "just check"). */
+static int left_ms(const struct nproxy_rank *r)
+{
+	uint64_t now = now_ms();
+
+	if (now >= r->deadline_ms)
+		return 1;
+	return r->deadline_ms - now > INT32_MAX ? INT32_MAX : (int)(r->deadline_ms - now);
+}
+
+static enum nproxy_status rank_fail(struct nproxy_rank *r, enum nproxy_status st,
+				    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static enum nproxy_status rank_fail(struct nproxy_rank *r, enum nproxy_status st,
+				    const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	n = snprintf(r->err, sizeof(r->err), "rank %u: ", r->rank);
+	va_start(ap, fmt);
+	vsnprintf(r->err + n, sizeof(r->err) - (size_t)n, fmt, ap);
+	va_end(ap);
+	nproxy_log(NPROXY_LOG_ERROR, "%s", r->err);
+	return st;
+}
+
+/*
+ * Size-carrying options: shorter than this version's struct is a caller
+ * that forgot to set size; longer is a newer caller, fine as long as it
+ * set nothing this library does not know.
+ */
+static bool opts_size_ok(const struct nproxy_rank_opts *opts)
+{
+	const unsigned char *tail = (const unsigned char *)opts + sizeof(*opts);
+
+	if (opts->size < sizeof(*opts))
+		return false;
+	for (size_t i = 0; i < opts->size - sizeof(*opts); i++)
+		if (tail[i])
+			return false;
+	return true;
+}
+
+static enum nproxy_status check_opts(struct nproxy_rank *r, const struct nproxy_rank_opts *o)
+{
+	if (!opts_size_ok(o))
+		return rank_fail(r, NPROXY_INVALID,
+				 "options: size %u, expected at least %zu and nothing set past it",
+				 o->size, sizeof(*o));
+	if (!o->n_ranks || o->n_ranks > NPROXY_NET_MAX_RANKS || o->rank >= o->n_ranks)
+		return rank_fail(r, NPROXY_INVALID, "options: rank %u of %u ranks (1..%u ranks)",
+				 o->rank, o->n_ranks, NPROXY_NET_MAX_RANKS);
+	if (r->local_size > BP_MAX_RANKS || r->local_size > o->n_ranks ||
+	    o->local_rank >= r->local_size)
+		return rank_fail(r, NPROXY_INVALID,
+				 "options: local rank %u of %u on this host (%u ranks in the job, at most %u on a host)",
+				 o->local_rank, r->local_size, o->n_ranks, BP_MAX_RANKS);
+	if (r->local_size > 1 && (!o->job_id || !*o->job_id))
+		return rank_fail(r, NPROXY_INVALID,
+				 "options: %u ranks on this host need a job id for their bus",
+				 r->local_size);
+	if (o->n_streams > NPROXY_MAX_STREAMS || o->n_sems > NPROXY_MAX_SEMS)
+		return rank_fail(r, NPROXY_INVALID,
+				 "options: %u streams, %u semaphores (at most %u, %u)",
+				 o->n_streams, o->n_sems, NPROXY_MAX_STREAMS, NPROXY_MAX_SEMS);
+	if (o->idle_policy > NPROXY_IDLE_ADAPTIVE_YIELD)
+		return rank_fail(r, NPROXY_INVALID, "options: unknown idle policy %d",
+				 (int)o->idle_policy);
+	return NPROXY_SUCCESS;
+}
+
+/* The bus's own text of its last error: it names the peer's local (bus)
+ * rank and pid, which is what a user can act on before ranks are known. */
+static const char *bus_text(const struct nproxy_rank *r)
+{
+	return bp_strerror(r->bp);
+}
+
+struct rank_card {
+	uint32_t rank, n_ranks;
+	int32_t pid;
+};
+
+/* Step 1: the bus, a barrier, and every local rank's (rank, n_ranks). */
+static enum nproxy_status open_bus(struct nproxy_rank *r, const struct nproxy_rank_opts *o)
+{
+	struct rank_card me = { .rank = r->rank, .n_ranks = r->n_ranks, .pid = getpid() };
+	size_t lens[BP_MAX_RANKS], offs[BP_MAX_RANKS];
+	enum nproxy_status st;
+	void *all = NULL;
+
+	if (o->local_rank == 0)
+		st = bp_create(o->job_id, r->local_size, &r->bp);
+	else
+		st = bp_connect(o->job_id, o->local_rank, r->local_size, left_ms(r), &r->bp);
+	if (st != NPROXY_SUCCESS)
+		return rank_fail(r, st, "bananaphone %s job '%s' (local rank %u of %u): %s: %s",
+				 o->local_rank ? "connect to" : "create", o->job_id, o->local_rank,
+				 r->local_size, nproxy_status_str(st), bp_strerror(NULL));
+	st = bp_barrier(r->bp, left_ms(r));
+	if (st != NPROXY_SUCCESS)
+		return rank_fail(r, st, "bananaphone rendezvous of job '%s' (local rank %u of %u): %s: %s",
+				 o->job_id, o->local_rank, r->local_size, nproxy_status_str(st),
+				 bus_text(r));
+	st = bp_allgather(r->bp, &me, sizeof(me), &all, lens, offs, left_ms(r));
+	if (st != NPROXY_SUCCESS)
+		return rank_fail(r, st, "bananaphone exchange of ranks in job '%s': %s: %s",
+				 o->job_id, nproxy_status_str(st), bus_text(r));
+	for (uint32_t b = 0; b < r->local_size; b++) {
+		struct rank_card peer;
+
+		if (lens[b] != sizeof(peer)) {
+			st = rank_fail(r, NPROXY_INVALID, "local rank %u sent a %zu-byte card",
+				       b, lens[b]);
+			break;
+		}
+		memcpy(&peer, (char *)all + offs[b], sizeof(peer));
+		r->bus_to_rank[b] = peer.rank;
+		if (peer.n_ranks != r->n_ranks) {
+			st = rank_fail(r, NPROXY_INVALID,
+				       "local rank %u (rank %u, pid %d) says the job has %u ranks, this one %u",
+				       b, peer.rank, peer.pid, peer.n_ranks, r->n_ranks);
+			break;
+		}
+		for (uint32_t c = 0; c < b; c++) {
+			if (r->bus_to_rank[c] == peer.rank) {
+				st = rank_fail(r, NPROXY_INVALID,
+					       "local ranks %u and %u both claim rank %u",
+					       c, b, peer.rank);
+				break;
+			}
+		}
+		if (st != NPROXY_SUCCESS)
+			break;
+	}
+	free(all);
+	return st;
+}
+
+/* Step 2: the engine.  Over the bus when the bus is the whole job and
+ * bus ranks are job ranks, else over the TCP rendezvous. */
+static enum nproxy_status open_net(struct nproxy_rank *r, const struct nproxy_rank_opts *o)
+{
+	struct nproxy_net_opts no = { .sz = sizeof(no) };
+	enum nproxy_status st;
+
+	no.rank = r->rank;
+	no.n_ranks = r->n_ranks;
+	no.provider = o->provider;
+	no.root = o->root;
+	no.timeout_ms = o->net_timeout_ms > INT32_MAX ? INT32_MAX : (int)o->net_timeout_ms;
+	no.rdzv_timeout_ms = left_ms(r);
+	if (r->bp && r->local_size == r->n_ranks && o->local_rank == r->rank)
+		no.bp = r->bp;
+	st = nproxy_net_open(&no, &r->net);
+	if (st == NPROXY_SUCCESS)
+		return st;
+	/* A provider the caller named that this host cannot give is a bad
+	 * option, not a transient failure. */
+	if (st == NPROXY_UNSUPPORTED && o->provider)
+		return rank_fail(r, NPROXY_INVALID,
+				 "libfabric engine: provider '%s' is not available on this host (see the log)",
+				 o->provider);
+	if (r->bp && *bp_strerror(r->bp) && strcmp(bp_strerror(r->bp), "no error"))
+		return rank_fail(r, st, "libfabric engine (provider %s): %s: %s",
+				 o->provider ? o->provider : "default", nproxy_status_str(st),
+				 bus_text(r));
+	return rank_fail(r, st, "libfabric engine (provider %s): %s (see the log)",
+			 o->provider ? o->provider : "default", nproxy_status_str(st));
+}
+
+/* Step 3: the handshake region. */
+static enum nproxy_status open_hs(struct nproxy_rank *r, const struct nproxy_rank_opts *o)
+{
+	struct nproxy_hs_opts ho = { .sz = sizeof(ho) };
+	enum nproxy_status st;
+
+	ho.backend = o->backend;
+	ho.n_streams = o->n_streams ?: 1;
+	ho.n_sems = o->n_sems ?: (r->n_ranks + 1 > NPROXY_MAX_SEMS ? NPROXY_MAX_SEMS : r->n_ranks + 1);
+	ho.rank = r->rank;
+	ho.gid = r->gid;
+	st = nproxy_hs_open(&ho, &r->hs);
+	if (st != NPROXY_SUCCESS)
+		return rank_fail(r, st, "handshake region (%s backend, %u streams, %u semaphores): %s",
+				 nproxy_hs_backend_name(ho.backend), ho.n_streams, ho.n_sems,
+				 nproxy_status_str(st));
+	return st;
+}
+
+/*
+ * The comm's idle policy.  The caller's, else the comm's own default --
+ * unless this host's ranks outnumber its cpus: then the spin window yields
+ * (the peer a worker waits for is often runnable on its cpu).  The
+ * environment variables the comm reads still win over this choice.
+ */
+static enum nproxy_idle_policy choose_idle_policy(const struct nproxy_rank *r,
+						  const struct nproxy_rank_opts *o)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (o->idle_policy != NPROXY_IDLE_DEFAULT)
+		return o->idle_policy;
+	if (getenv("NPROXY_IDLE_POLICY") || getenv("NPROXY_ONE_THREAD_PER_CORE"))
+		return NPROXY_IDLE_DEFAULT;
+	if (cpus > 0 && r->local_size > (uint32_t)cpus)
+		return NPROXY_IDLE_ADAPTIVE_YIELD;
+	return NPROXY_IDLE_DEFAULT;
+}
+
+/* Step 4: the comm over the engine, its host barrier and the region. */
+static enum nproxy_status open_comm(struct nproxy_rank *r, const struct nproxy_rank_opts *o)
+{
+	struct nproxy_comm_opts co = { .sz = sizeof(co) };
+	enum nproxy_status st;
+
+	co.rank = r->rank;
+	co.n_ranks = r->n_ranks;
+	co.device_index = o->local_rank;
+	co.ranks_per_proxy = o->ranks_per_proxy;
+	co.flags = NPROXY_COMM_F_DEVICE_WAIT;
+	co.idle_policy = r->idle_policy;
+	co.hs = r->hs;
+	nproxy_net_seam(r->net, &co.seam);
+	nproxy_net_host_barrier(r->net, &co.barrier);
+	co.timeout_s = o->wait_timeout_ms / 1000u + (o->wait_timeout_ms % 1000u != 0);
+	st = nproxy_comm_init(&co, &r->comm);
+	if (st != NPROXY_SUCCESS)
+		return rank_fail(r, st, "proxy comm (device %u, idle policy %d): %s",
+				 o->local_rank, (int)co.idle_policy, nproxy_status_str(st));
+	return st;
+}
+
+/* Tear down whatever is open, newest first.  orderly: peers see a hangup. */
+static void rank_release(struct nproxy_rank *r, bool orderly)
+{
+	nproxy_comm_free(r->comm);
+	r->comm = NULL;
+	nproxy_net_close(r->net);
+	r->net = NULL;
+	nproxy_hs_close(r->hs);
+	r->hs = NULL;
+	if (r->bp) {
+		if (orderly)
+			bp_hangup(r->bp);
+		bp_cleanup(r->bp);
+		r->bp = NULL;
+	}
+}
+
+enum nproxy_status nproxy_rank_open(const struct nproxy_rank_opts *opts,
+				    struct nproxy_rank **out)
+{
+	struct nproxy_rank *r;
+	enum nproxy_status st;
+
+	open_err[0] = 0;
+	if (!out || !opts) {
+		snprintf(open_err, sizeof(open_err), "rank: open: %s is NULL", out ? "opts" : "out");
+		nproxy_log(NPROXY_LOG_ERROR, "%s", open_err);
+		return NPROXY_INVALID;
+	}
+	*out = NULL;
+	r = calloc(1, sizeof(*r));
+	if (!r) {
+		snprintf(open_err, sizeof(open_err), "rank %u: open: out of memory", opts->rank);
+		return NPROXY_RESOURCE;
+	}
+	r->rank = opts->rank;
+	r->n_ranks = opts->n_ranks;
+	r->local_size = opts->local_size ?: 1;
+	r->open_timeout_ms = opts->open_timeout_ms ?: NPROXY_RANK_DEFAULT_OPEN_TIMEOUT_MS;
+	r->deadline_ms = now_ms() + r->open_timeout_ms;
+	st = check_opts(r, opts);
+	if (st != NPROXY_SUCCESS)
+		goto fail;
+	r->idle_policy = choose_idle_policy(r, opts);
+	r->gid = opts->ranks_per_proxy ? opts->local_rank / opts->ranks_per_proxy : opts->local_rank;
+	if (r->local_size > 1) {
+		st = open_bus(r, opts);
+		if (st != NPROXY_SUCCESS)
+			goto fail;
+	}
+	st = open_net(r, opts);
+	if (st == NPROXY_SUCCESS)
+		st = open_hs(r, opts);
+	if (st == NPROXY_SUCCESS)
+		st = open_comm(r, opts);
+	if (st != NPROXY_SUCCESS)
+		goto fail;
+	*out = r;
+	return NPROXY_SUCCESS;
+fail:
+	/* Peers still in a step hear that this rank left, and why the log says. */
+	rank_release(r, true);
+	snprintf(open_err, sizeof(open_err), "%s", r->err);
+	free(r);
+	return st;
+}
+
+void nproxy_rank_close(struct nproxy_rank *r)
+{
+	if (!r)
+		return;
+	/*
+	 * Nobody closes its endpoint while a local peer may still use it: meet
+	 * the others first.  A dead peer ends the wait at once; a peer that
+	 * never closes, at the open timeout.
+	 */
+	if (r->bp) {
+		enum nproxy_status st = bp_barrier(r->bp, (int)(r->open_timeout_ms > INT32_MAX ?
+								INT32_MAX : r->open_timeout_ms));
+
+		if (st != NPROXY_SUCCESS)
+			nproxy_log(NPROXY_LOG_WARN, "rank %u: close: the other local ranks did not close: %s: %s",
+				   r->rank, nproxy_status_str(st), bp_strerror(r->bp));
+	}
+	rank_release(r, true);
+	free(r);
+}
+
+const char *nproxy_rank_strerror(const struct nproxy_rank *r)
+{
+	return r ? r->err : open_err;
+}
+
+struct nproxy_comm *nproxy_rank_comm(struct nproxy_rank *r)
+{
+	return r ? r->comm : NULL;
+}
+
+struct nproxy_hs *nproxy_rank_hs(struct nproxy_rank *r)
+{
+	return r ? r->hs : NULL;
+}
+
+struct nproxy_net *nproxy_rank_net(struct nproxy_rank *r)
+{
+	return r ? r->net : NULL;
+}
+
+struct bp *nproxy_rank_bp(struct nproxy_rank *r)
+{
+	return r ? r->bp : NULL;
+}
+
+enum nproxy_idle_policy nproxy_rank_idle_policy(const struct nproxy_rank *r)
+{
+	return r ? r->idle_policy : NPROXY_IDLE_DEFAULT;
+}

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
+/*
+ * libnproxy private: the rank subsystem (one rank of a job in one call).
+ * It sits above every other subsystem and reaches them through their
+ * public headers only.
+ */
+#ifndef NPX_RANK_INTERNAL_H
+#define NPX_RANK_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <nproxy/bananaphone.h>
+#include <nproxy/proxy.h>
+
+#define RANK_ERR_LEN	512
+
+struct nproxy_rank {
+	uint32_t rank, n_ranks;
+	uint32_t local_size;		/* ranks on this host (the bus's size) */
+	uint32_t gid;			/* the proxy group this rank's comm joins */
+	uint32_t open_timeout_ms;
+	uint64_t deadline_ms;		/* CLOCK_MONOTONIC: end of the open */
+	enum nproxy_idle_policy idle_policy;
+	/* Local (bus) rank -> rank in the job, from the exchange at open. */
+	uint32_t bus_to_rank[BP_MAX_RANKS];
+
+	struct bp *bp;			/* NULL when this host runs one rank */
+	struct nproxy_net *net;
+	struct nproxy_hs *hs;
+	struct nproxy_comm *comm;
+
+	char err[RANK_ERR_LEN];		/* which step failed and why; "" if none */
+};
+
+#endif
