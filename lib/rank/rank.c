@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <rdma/fabric.h>
 #include <nproxy/bananaphone.h>
 #include <nproxy/handshake.h>
 #include <nproxy/log.h>
@@ -106,6 +107,57 @@ static enum nproxy_status check_opts(struct nproxy_rank *r, const struct nproxy_
 	return NPROXY_SUCCESS;
 }
 
+/* Every ';'-separated part of want ("tcp;ofi_rxm") is in have's parts. */
+static bool provider_parts_in(const char *want, const char *have)
+{
+	char buf[128], *part, *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", want);
+	for (part = strtok_r(buf, ";", &save); part; part = strtok_r(NULL, ";", &save)) {
+		size_t len = strlen(part);
+		const char *p = have;
+		bool found = false;
+
+		while (!found && (p = strstr(p, part))) {
+			found = (p == have || p[-1] == ';') && (p[len] == 0 || p[len] == ';');
+			p += len;
+		}
+		if (!found)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * A provider the caller names must be one libfabric has here: checked
+ * before any step, so that a typo is NPROXY_INVALID on every rank at once
+ * instead of a failed engine after the bus was built.
+ */
+static enum nproxy_status check_provider(struct nproxy_rank *r, const char *want)
+{
+	struct fi_info *all = NULL, *i;
+	bool known = false;
+	int rc;
+
+	if (!want)
+		return NPROXY_SUCCESS;
+	if (!*want || strlen(want) >= 128)
+		return rank_fail(r, NPROXY_INVALID, "options: provider '%s': not a provider name", want);
+	rc = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, NULL, &all);
+	if (rc)
+		return rank_fail(r, NPROXY_UNSUPPORTED, "libfabric lists no provider: %s",
+				 fi_strerror(-rc));
+	for (i = all; i && !known; i = i->next)
+		known = i->fabric_attr && i->fabric_attr->prov_name &&
+			provider_parts_in(want, i->fabric_attr->prov_name);
+	fi_freeinfo(all);
+	if (!known)
+		return rank_fail(r, NPROXY_INVALID,
+				 "options: provider '%s': libfabric has no such provider on this host",
+				 want);
+	return NPROXY_SUCCESS;
+}
+
 /* The bus's own text of its last error: it names the peer's local (bus)
  * rank and pid, which is what a user can act on before ranks are known. */
 static const char *bus_text(const struct nproxy_rank *r)
@@ -192,12 +244,6 @@ static enum nproxy_status open_net(struct nproxy_rank *r, const struct nproxy_ra
 	st = nproxy_net_open(&no, &r->net);
 	if (st == NPROXY_SUCCESS)
 		return st;
-	/* A provider the caller named that this host cannot give is a bad
-	 * option, not a transient failure. */
-	if (st == NPROXY_UNSUPPORTED && o->provider)
-		return rank_fail(r, NPROXY_INVALID,
-				 "libfabric engine: provider '%s' is not available on this host (see the log)",
-				 o->provider);
 	if (r->bp && *bp_strerror(r->bp) && strcmp(bp_strerror(r->bp), "no error"))
 		return rank_fail(r, st, "libfabric engine (provider %s): %s: %s",
 				 o->provider ? o->provider : "default", nproxy_status_str(st),
@@ -309,6 +355,8 @@ enum nproxy_status nproxy_rank_open(const struct nproxy_rank_opts *opts,
 	r->open_timeout_ms = opts->open_timeout_ms ?: NPROXY_RANK_DEFAULT_OPEN_TIMEOUT_MS;
 	r->deadline_ms = now_ms() + r->open_timeout_ms;
 	st = check_opts(r, opts);
+	if (st == NPROXY_SUCCESS)
+		st = check_provider(r, opts->provider);
 	if (st != NPROXY_SUCCESS)
 		goto fail;
 	r->idle_policy = choose_idle_policy(r, opts);
@@ -328,8 +376,12 @@ enum nproxy_status nproxy_rank_open(const struct nproxy_rank_opts *opts,
 	*out = r;
 	return NPROXY_SUCCESS;
 fail:
-	/* Peers still in a step hear that this rank left, and why the log says. */
-	rank_release(r, true);
+	/*
+	 * Peers still in a step hear that this rank left -- unless a peer
+	 * died: then they are to see this rank go without a hangup, so the
+	 * bus names the dead one (it recorded it) rather than this rank.
+	 */
+	rank_release(r, st != NPROXY_PEER_DEAD);
 	snprintf(open_err, sizeof(open_err), "%s", r->err);
 	free(r);
 	return st;

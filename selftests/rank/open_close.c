@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * nproxy_rank_open() on 2 and 4 forked ranks (memfd region, libfabric
+ * shm): every part is there afterwards, one ring allgather through the
+ * comm delivers every rank's chunk, and nproxy_rank_close() ends it; a
+ * lone rank needs no bus; the idle policy follows the host's cpus.
+ */
+#include "kselftest_harness.h"
+#include "rank_test.h"
+
+struct job {
+	char id[64];
+	uint32_t n_ranks;
+	size_t chunk_words;
+};
+
+/* One forked rank: open, check the parts, allgather, close. */
+static int rank_main(uint32_t i, void *arg)
+{
+	const struct job *job = arg;
+	struct nproxy_rank_opts o = rt_opts(job->id, i, job->n_ranks);
+	struct nproxy_rank *rk;
+	enum nproxy_status st;
+	char err[256] = "";
+	int rc = 0;
+
+	st = nproxy_rank_open(&o, &rk);
+	if (st) {
+		fprintf(stderr, "# rank %u: open: %s: %s\n", i, nproxy_status_str(st),
+			nproxy_rank_strerror(NULL));
+		return 10;
+	}
+	if (!nproxy_rank_comm(rk) || !nproxy_rank_hs(rk) || !nproxy_rank_net(rk) ||
+	    !nproxy_rank_bp(rk) || *nproxy_rank_strerror(rk)) {
+		fprintf(stderr, "# rank %u: a part is missing or an error is set\n", i);
+		rc = 11;
+	} else if (bp_size(nproxy_rank_bp(rk)) != job->n_ranks ||
+		   nproxy_net_size(nproxy_rank_net(rk)) != job->n_ranks ||
+		   strcmp(nproxy_net_provider(nproxy_rank_net(rk)), "shm") ||
+		   nproxy_hs_backend_of(nproxy_rank_hs(rk)) != NPROXY_HS_MEMFD ||
+		   nproxy_hs_n_sems(nproxy_rank_hs(rk)) != job->n_ranks + 1) {
+		fprintf(stderr, "# rank %u: parts not as asked\n", i);
+		rc = 12;
+	} else if (rt_allgather(rk, i, job->n_ranks, job->chunk_words, err, sizeof(err))) {
+		fprintf(stderr, "# rank %u: allgather: %s\n", i, err);
+		rc = 13;
+	}
+	nproxy_rank_close(rk);
+	return rc;
+}
+
+static void run_job(struct __test_metadata *_metadata, uint32_t n_ranks, size_t chunk_words)
+{
+	struct job job = { .n_ranks = n_ranks, .chunk_words = chunk_words };
+	int codes[RT_MAX_RANKS];
+
+	rt_job_id(job.id, sizeof(job.id), "open");
+	rt_run_forked(n_ranks, rank_main, &job, 3 * RT_WAIT_MS, codes);
+	for (uint32_t i = 0; i < n_ranks; i++) {
+		TH_LOG("rank %u exit %d", i, codes[i]);
+		EXPECT_EQ(0, codes[i]);
+	}
+}
+
+TEST(two_ranks_open_allgather_and_close)
+{
+	run_job(_metadata, 2, 1024);
+}
+
+TEST(four_ranks_open_allgather_and_close)
+{
+	run_job(_metadata, 4, 4096);
+}
+
+/* A job with one rank on this host: no bus, the engine alone. */
+TEST(a_lone_rank_has_no_bus)
+{
+	struct nproxy_rank_opts o = rt_opts(NULL, 0, 1);
+	struct nproxy_rank *rk;
+	char err[256] = "";
+
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_rank_open(&o, &rk));
+	EXPECT_EQ(NULL, nproxy_rank_bp(rk));
+	EXPECT_NE(NULL, nproxy_rank_comm(rk));
+	EXPECT_EQ(0, rt_allgather(rk, 0, 1, 16, err, sizeof(err)));
+	nproxy_rank_close(rk);
+	nproxy_rank_close(NULL);
+}
+
+/* More ranks on this host than cpus: the comm's spin window yields. */
+static int policy_main(uint32_t i, void *arg)
+{
+	const struct job *job = arg;
+	struct nproxy_rank_opts o = rt_opts(job->id, i, job->n_ranks);
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	enum nproxy_idle_policy want, got;
+	struct nproxy_rank *rk;
+
+	if (nproxy_rank_open(&o, &rk))
+		return 10;
+	got = nproxy_rank_idle_policy(rk);
+	nproxy_rank_close(rk);
+	want = cpus > 0 && job->n_ranks > (uint32_t)cpus ? NPROXY_IDLE_ADAPTIVE_YIELD
+							 : NPROXY_IDLE_DEFAULT;
+	return got == want ? 0 : 20 + (int)got;
+}
+
+TEST(the_idle_policy_follows_ranks_per_cpu)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	struct job job = { .n_ranks = cpus > 0 && cpus < RT_MAX_RANKS ? (uint32_t)cpus + 1 : 2 };
+	struct nproxy_rank_opts o = rt_opts(NULL, 0, 1);
+	struct nproxy_rank *rk;
+	int codes[RT_MAX_RANKS];
+
+	unsetenv("NPROXY_IDLE_POLICY");
+	unsetenv("NPROXY_ONE_THREAD_PER_CORE");
+	rt_job_id(job.id, sizeof(job.id), "policy");
+	rt_run_forked(job.n_ranks, policy_main, &job, 3 * RT_WAIT_MS, codes);
+	for (uint32_t i = 0; i < job.n_ranks; i++) {
+		EXPECT_EQ(0, codes[i]) TH_LOG("rank %u of %u on %ld cpus", i, job.n_ranks, cpus);
+	}
+	/* The caller's choice and the environment win. */
+	o.idle_policy = NPROXY_IDLE_SPIN;
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_rank_open(&o, &rk));
+	EXPECT_EQ(NPROXY_IDLE_SPIN, nproxy_rank_idle_policy(rk));
+	nproxy_rank_close(rk);
+}
+
+TEST_HARNESS_MAIN

@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * A local peer killed while the others are inside nproxy_rank_open():
+ * they get NPROXY_PEER_DEAD (not a timeout) and a message naming the dead
+ * rank, well before the open's deadline.  Ranks 0 and 1 open a 3-rank job;
+ * "rank 2" joins the bus by hand (the first step of an open), says so on
+ * a pipe and waits to be killed.
+ */
+#include <poll.h>
+#include "kselftest_harness.h"
+#include "rank_test.h"
+
+struct job {
+	char id[64];
+	int joined[2];	/* pipe: the victim writes one byte once on the bus */
+};
+
+static int victim_main(struct job *job)
+{
+	struct bp *bp;
+
+	close(job->joined[0]);
+	if (bp_connect(job->id, 2, 3, (int)RT_WAIT_MS, &bp))
+		return 30;
+	if (write(job->joined[1], "j", 1) != 1)
+		return 31;
+	for (;;)
+		pause();	/* until SIGKILL */
+}
+
+static int rank_main(uint32_t i, void *arg)
+{
+	struct job *job = arg;
+	struct nproxy_rank_opts o = rt_opts(job->id, i, 3);
+	struct nproxy_rank *rk;
+	enum nproxy_status st;
+	const char *why;
+
+	if (i == 2)
+		return victim_main(job);
+	close(job->joined[0]);
+	close(job->joined[1]);
+	st = nproxy_rank_open(&o, &rk);
+	why = nproxy_rank_strerror(NULL);
+	if (st == NPROXY_SUCCESS) {
+		nproxy_rank_close(rk);
+		return 10;
+	}
+	fprintf(stderr, "# rank %u: %s: %s\n", i, nproxy_status_str(st), why);
+	if (st != NPROXY_PEER_DEAD)
+		return 20 + (int)st;
+	return strstr(why, "rank 2 (pid") ? 0 : 11;
+}
+
+/* Fork the three, kill the victim once it joined, reap within the deadline. */
+TEST(a_peer_killed_during_open_is_named)
+{
+	struct job job;
+	pid_t pids[3];
+	int codes[3] = { -1, -1, -1 };
+	struct pollfd pfd;
+	uint64_t deadline;
+	char byte;
+
+	rt_job_id(job.id, sizeof(job.id), "death");
+	ASSERT_EQ(0, pipe(job.joined));
+	for (uint32_t i = 0; i < 3; i++) {
+		fflush(NULL);
+		pids[i] = fork();
+		ASSERT_GE(pids[i], 0);
+		if (pids[i] == 0)
+			_exit(rank_main(i, &job));
+	}
+	close(job.joined[1]);
+	pfd = (struct pollfd){ .fd = job.joined[0], .events = POLLIN };
+	EXPECT_EQ(1, poll(&pfd, 1, (int)RT_WAIT_MS));
+	EXPECT_EQ(1, read(job.joined[0], &byte, 1));
+	close(job.joined[0]);
+	kill(pids[2], SIGKILL);
+	/* The survivors' open deadline is RT_WAIT_MS: they must be back before it. */
+	deadline = rt_now_ms() + RT_WAIT_MS;
+	for (uint32_t left = 3; left;) {
+		for (uint32_t i = 0; i < 3; i++) {
+			int ws;
+
+			if (codes[i] != -1 || waitpid(pids[i], &ws, WNOHANG) != pids[i])
+				continue;
+			codes[i] = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+			left--;
+		}
+		if (left && rt_now_ms() >= deadline) {
+			for (uint32_t i = 0; i < 3; i++)
+				if (codes[i] == -1) {
+					kill(pids[i], SIGKILL);
+					waitpid(pids[i], NULL, 0);
+					codes[i] = 99;
+				}
+			break;
+		}
+		rt_sleep_ms(5);
+	}
+	EXPECT_EQ(0, codes[0]);
+	EXPECT_EQ(0, codes[1]);
+	EXPECT_EQ(128 + SIGKILL, codes[2]);
+}
+
+TEST_HARNESS_MAIN
