@@ -10,7 +10,7 @@
 #   make bench        deps + build + bench/run: build/bench/report/ (report.md,
 #                     results.json, plots); QUICK=1: under two minutes, no VM
 #   make install      library, headers, tools, man pages, pkg-config, bash
-#                     completion, udev rule, sysusers.d group, modprobe.d
+#                     completion, examples' sources, udev rule, sysusers.d group, modprobe.d
 #                     (DESTDIR PREFIX BINDIR SBINDIR LIBDIR ...; see below);
 #                     the module goes via dkms
 #   make uninstall    removes what install put (same variables)
@@ -50,6 +50,7 @@ LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 DATADIR ?= $(PREFIX)/share
 MANDIR ?= $(DATADIR)/man
+EXAMPLEDIR ?= $(DATADIR)/doc/nproxy/examples
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 BASHCOMPDIR ?= $(DATADIR)/bash-completion/completions
 UDEVRULESDIR ?= $(or $(shell pkg-config --variable=udevdir udev 2>/dev/null),/lib/udev)/rules.d
@@ -164,6 +165,7 @@ bench: deps
 # (make -C kmod dkms-src).  `make uninstall` removes exactly what install put.
 INSTALL_LIB = $(DESTDIR)$(LIBDIR)
 MAN_PAGES := $(wildcard Documentation/man/*.[1-8])
+EXAMPLE_FILES := $(wildcard examples/*.c) examples/Makefile
 INSTALLED_FILES = $(INSTALL_LIB)/libnproxy.a $(INSTALL_LIB)/libnproxy.so.0 $(INSTALL_LIB)/libnproxy.so \
 	$(DESTDIR)$(PKGCONFIGDIR)/libnproxy.pc \
 	$(addprefix $(DESTDIR)$(INCLUDEDIR)/nproxy/,$(notdir $(wildcard include/nproxy/*.h))) \
@@ -172,7 +174,8 @@ INSTALLED_FILES = $(INSTALL_LIB)/libnproxy.a $(INSTALL_LIB)/libnproxy.so.0 $(INS
 	$(foreach m,$(MAN_PAGES),$(DESTDIR)$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m))) \
 	$(DESTDIR)$(BASHCOMPDIR)/nproxy-run $(DESTDIR)$(BASHCOMPDIR)/nproxyctl \
 	$(DESTDIR)$(UDEVRULESDIR)/60-nproxy.rules $(DESTDIR)$(SYSUSERSDIR)/nproxy.conf \
-	$(DESTDIR)$(MODPROBEDIR)/nproxy.conf $(DESTDIR)$(MODULESLOADDIR)/nproxy.conf
+	$(DESTDIR)$(MODPROBEDIR)/nproxy.conf $(DESTDIR)$(MODULESLOADDIR)/nproxy.conf \
+	$(addprefix $(DESTDIR)$(EXAMPLEDIR)/,$(notdir $(EXAMPLE_FILES)))
 
 install: lib tools
 	install -d $(INSTALL_LIB) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(INCLUDEDIR)/nproxy $(DESTDIR)$(INCLUDEDIR)/linux
@@ -188,6 +191,8 @@ install: lib tools
 	@set -e; for m in $(MAN_PAGES); do s=$${m##*.}; \
 		echo "install -D -m 0644 $$m $(DESTDIR)$(MANDIR)/man$$s/$${m##*/}"; \
 		install -D -m 0644 $$m $(DESTDIR)$(MANDIR)/man$$s/$${m##*/}; done
+	install -d $(DESTDIR)$(EXAMPLEDIR)
+	install -m 0644 $(EXAMPLE_FILES) $(DESTDIR)$(EXAMPLEDIR)/
 	install -D -m 0644 dist/nproxy-run.bash-completion $(DESTDIR)$(BASHCOMPDIR)/nproxy-run
 	install -D -m 0644 dist/nproxyctl.bash-completion $(DESTDIR)$(BASHCOMPDIR)/nproxyctl
 	install -D -m 0644 kmod/60-nproxy.rules $(DESTDIR)$(UDEVRULESDIR)/60-nproxy.rules
@@ -204,6 +209,7 @@ install: lib tools
 uninstall:
 	rm -f $(INSTALLED_FILES)
 	-rmdir $(DESTDIR)$(INCLUDEDIR)/nproxy 2>/dev/null
+	-rmdir $(DESTDIR)$(EXAMPLEDIR) $(dir $(DESTDIR)$(EXAMPLEDIR)) 2>/dev/null
 
 clean:
 	rm -rf $(TOP)/build $(TOP)/build-asan $(TOP)/build-tsan

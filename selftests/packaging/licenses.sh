@@ -63,9 +63,10 @@ wrong_tag() {
 		done
 	done
 }
-bad=$(wrong_tag "LGPL-2.1 OR BSD-2-Clause" 'lib/*.[ch]' 'include/nproxy/*.h' lib/libnproxy.map)
-if [[ -z $bad ]]; then tap_ok "library and public headers: LGPL-2.1 OR BSD-2-Clause"
-else tap_fail "library and public headers: LGPL-2.1 OR BSD-2-Clause" "$bad"; fi
+bad=$(wrong_tag "LGPL-2.1 OR BSD-2-Clause" 'lib/*.[ch]' 'include/nproxy/*.h' lib/libnproxy.map \
+	'examples/*')
+if [[ -z $bad ]]; then tap_ok "library, public headers and examples: LGPL-2.1 OR BSD-2-Clause"
+else tap_fail "library, public headers and examples: LGPL-2.1 OR BSD-2-Clause" "$bad"; fi
 bad=$(wrong_tag "GPL-2.0 WITH Linux-syscall-note" include/uapi/linux/nproxy.h)
 if [[ -z $bad ]]; then tap_ok "uapi header: GPL-2.0 WITH Linux-syscall-note"
 else tap_fail "uapi header: GPL-2.0 WITH Linux-syscall-note" "$bad"; fi
