@@ -3,12 +3,16 @@
  * A local peer killed while the others are inside nproxy_rank_open():
  * they get NPROXY_PEER_DEAD (not a timeout) and a message naming the dead
  * rank, well before the open's deadline.  Ranks 0 and 1 open a 3-rank job;
- * "rank 2" joins the bus by hand (the first step of an open), says so on
- * a pipe and waits to be killed.
+ * "rank 2" does the first step of an open by hand (joins the bus and meets
+ * the others at its barrier, so every rank is admitted), says so on a pipe
+ * and waits to be killed while the others wait for it in the next step.
  */
 #include <poll.h>
 #include "kselftest_harness.h"
 #include "rank_test.h"
+
+#undef TEST_TIMEOUT_DEFAULT
+#define TEST_TIMEOUT_DEFAULT (3 * RT_WAIT_MS / 1000)
 
 struct job {
 	char id[64];
@@ -22,6 +26,8 @@ static int victim_main(struct job *job)
 	close(job->joined[0]);
 	if (bp_connect(job->id, 2, 3, (int)RT_WAIT_MS, &bp))
 		return 30;
+	if (bp_barrier(bp, (int)RT_WAIT_MS))
+		return 32;
 	if (write(job->joined[1], "j", 1) != 1)
 		return 31;
 	for (;;)
