@@ -226,6 +226,19 @@ static enum nproxy_status open_bus(struct nproxy_rank *r, const struct nproxy_ra
 	return st;
 }
 
+/*
+ * The bus can carry the engine's name exchange only if it is the whole job
+ * with bus rank == job rank on every rank; every rank decides it from the
+ * same exchanged table, so they all pick the same rendezvous.
+ */
+static bool bus_is_job(const struct nproxy_rank *r)
+{
+	for (uint32_t b = 0; b < r->local_size; b++)
+		if (r->bus_to_rank[b] != b)
+			return false;
+	return true;
+}
+
 /* Step 2: the engine.  Over the bus when the bus is the whole job and
  * bus ranks are job ranks, else over the TCP rendezvous. */
 static enum nproxy_status open_net(struct nproxy_rank *r, const struct nproxy_rank_opts *o)
@@ -239,12 +252,13 @@ static enum nproxy_status open_net(struct nproxy_rank *r, const struct nproxy_ra
 	no.root = o->root;
 	no.timeout_ms = o->net_timeout_ms > INT32_MAX ? INT32_MAX : (int)o->net_timeout_ms;
 	no.rdzv_timeout_ms = left_ms(r);
-	if (r->bp && r->local_size == r->n_ranks && o->local_rank == r->rank)
+	if (r->bp && r->local_size == r->n_ranks && bus_is_job(r))
 		no.bp = r->bp;
 	st = nproxy_net_open(&no, &r->net);
 	if (st == NPROXY_SUCCESS)
 		return st;
-	if (r->bp && *bp_strerror(r->bp) && strcmp(bp_strerror(r->bp), "no error"))
+	/* Over the bus, a peer that died or left is the bus's to name. */
+	if (no.bp && (st == NPROXY_PEER_DEAD || st == NPROXY_PEER_LEFT))
 		return rank_fail(r, st, "libfabric engine (provider %s): %s: %s",
 				 o->provider ? o->provider : "default", nproxy_status_str(st),
 				 bus_text(r));

@@ -7,6 +7,9 @@
 #include "kselftest_harness.h"
 #include "rank_test.h"
 
+#undef TEST_TIMEOUT_DEFAULT
+#define TEST_TIMEOUT_DEFAULT (4 * RT_WAIT_MS / 1000)	/* the forked job's ranks get 3 */
+
 /* Open with o, expect NPROXY_INVALID, a message holding `words`, nothing left. */
 static void expect_invalid(struct __test_metadata *_metadata, const struct nproxy_rank_opts *o,
 			   const char *words)
@@ -90,6 +93,38 @@ TEST(unknown_provider)
 
 	o.provider = "no-such-provider";
 	expect_invalid(_metadata, &o, "provider 'no-such-provider': libfabric has no such provider");
+}
+
+/* Two local ranks that disagree on the job's size: both are told, by the
+ * exchange at the end of the bus step. */
+static char disagree_job[64];
+
+static int disagree_main(uint32_t i, void *arg)
+{
+	struct nproxy_rank_opts o = rt_opts(disagree_job, i, 2);
+	struct nproxy_rank *rk;
+	enum nproxy_status st;
+
+	if (i == 1)
+		o.n_ranks = 3;	/* still 2 on this host */
+	st = nproxy_rank_open(&o, &rk);
+	if (st == NPROXY_SUCCESS) {
+		nproxy_rank_close(rk);
+		return 10;
+	}
+	if (st != NPROXY_INVALID)
+		return 20 + (int)st;
+	return strstr(nproxy_rank_strerror(NULL), "says the job has") ? 0 : 11;
+}
+
+TEST(local_ranks_that_disagree)
+{
+	int codes[2];
+
+	rt_job_id(disagree_job, sizeof(disagree_job), "disagree");
+	rt_run_forked(2, disagree_main, NULL, 3 * RT_WAIT_MS, codes);
+	EXPECT_EQ(0, codes[0]);
+	EXPECT_EQ(0, codes[1]);
 }
 
 TEST(null_arguments)
