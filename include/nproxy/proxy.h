@@ -21,7 +21,7 @@
  *
  *   INIT -> [WAITING_DEVICE_TRIGGER ->] PROGRESSING <-> IDLE -> DONE
  *
- * Threading: comm init/free, enqueue and the status calls may be made from
+ * Threading: comm open/close, enqueue and the status calls may be made from
  * any thread.  A comm must not be freed while another thread uses it.
  */
 #ifndef NPROXY_PROXY_H
