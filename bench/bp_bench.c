@@ -55,9 +55,9 @@ static double median(double *v, int n)
 }
 
 /* lat: per-call latencies in us, or NULL for warmup. */
-static int run_op(struct bp *bp, enum op op, const void *blob, int iters, double *lat)
+static int run_op(struct nproxy_bp *bp, enum op op, const void *blob, int iters, double *lat)
 {
-	size_t lens[BP_MAX_RANKS], offs[BP_MAX_RANKS];
+	size_t lens[NPROXY_BP_MAX_RANKS], offs[NPROXY_BP_MAX_RANKS];
 	int i;
 
 	for (i = 0; i < iters; i++) {
@@ -66,18 +66,31 @@ static int run_op(struct bp *bp, enum op op, const void *blob, int iters, double
 		void *all = NULL;
 
 		if (op == OP_BARRIER)
-			st = bp_barrier(bp, 10000);
+			st = nproxy_bp_barrier(bp, 10000);
 		else
-			st = bp_allgather(bp, blob, op_sizes[op], &all, lens, offs, 10000);
+			st = nproxy_bp_allgather(bp, blob, op_sizes[op], &all, lens, offs, 10000);
 		free(all);
 		if (lat)
 			lat[i] = now_us() - t0;
 		if (st) {
-			fprintf(stderr, "bp_bench: %s\n", bp_strerror(bp));
+			fprintf(stderr, "bp_bench: %s\n", nproxy_bp_strerror(bp));
 			return -1;
 		}
 	}
 	return 0;
+}
+
+/* This rank's end of the bus: rank 0 creates it, the others connect. */
+static enum nproxy_status bus_open(const char *job, uint32_t rank, uint32_t n, uint32_t timeout_ms,
+				   struct nproxy_bp **bp)
+{
+	struct nproxy_bp_opts o = NPROXY_BP_OPTS_INIT;
+
+	o.job_id = job;
+	o.rank = rank;
+	o.n_ranks = n;
+	o.timeout_ms = timeout_ms;
+	return nproxy_bp_open(&o, bp);
 }
 
 static int rank_main(const char *job, uint32_t rank, uint32_t n, int iters, int warmup,
@@ -85,28 +98,28 @@ static int rank_main(const char *job, uint32_t rank, uint32_t n, int iters, int 
 {
 	double *lat = malloc(sizeof(double) * (size_t)iters);
 	char blob[4096];
-	struct bp *bp;
+	struct nproxy_bp *bp;
 	int op;
 
 	memset(blob, (int)rank, sizeof(blob));
-	if ((rank ? bp_connect(job, rank, n, 10000, &bp) : bp_create(job, n, &bp)) != NPROXY_SUCCESS) {
-		fprintf(stderr, "bp_bench: join: %s\n", bp_strerror(NULL));
+	if (bus_open(job, rank, n, 10000, &bp) != NPROXY_SUCCESS) {
+		fprintf(stderr, "bp_bench: join: %s\n", nproxy_bp_strerror(NULL));
 		return 1;
 	}
 	for (op = 0; op < OP_COUNT && lat; op++) {
 		double t0;
 
-		if (run_op(bp, op, blob, warmup, NULL) || bp_barrier(bp, 10000))
+		if (run_op(bp, op, blob, warmup, NULL) || nproxy_bp_barrier(bp, 10000))
 			return 1;
 		t0 = now_us();
 		if (run_op(bp, op, blob, iters, lat))
 			return 1;
-		out[(op * 2) * BP_MAX_RANKS + rank] = (now_us() - t0) / iters;
-		out[(op * 2 + 1) * BP_MAX_RANKS + rank] = median(lat, iters);
+		out[(op * 2) * NPROXY_BP_MAX_RANKS + rank] = (now_us() - t0) / iters;
+		out[(op * 2 + 1) * NPROXY_BP_MAX_RANKS + rank] = median(lat, iters);
 	}
 	free(lat);
-	bp_hangup(bp);
-	bp_cleanup(bp);
+	nproxy_bp_hangup(bp);
+	nproxy_bp_close(bp);
 	return 0;
 }
 
@@ -129,26 +142,26 @@ static void pin_rank(unsigned int rank, unsigned int n)
 
 struct detect_page {
 	double kill_us;
-	uint64_t rounds[BP_MAX_RANKS];
-	double err_us[BP_MAX_RANKS];
-	int status[BP_MAX_RANKS];
+	uint64_t rounds[NPROXY_BP_MAX_RANKS];
+	double err_us[NPROXY_BP_MAX_RANKS];
+	int status[NPROXY_BP_MAX_RANKS];
 };
 
 static int detect_rank(const char *job, uint32_t rank, uint32_t n, struct detect_page *pg)
 {
 	enum nproxy_status st;
-	struct bp *bp;
+	struct nproxy_bp *bp;
 
-	if ((rank ? bp_connect(job, rank, n, 10000, &bp) : bp_create(job, n, &bp)) != NPROXY_SUCCESS)
+	if (bus_open(job, rank, n, 10000, &bp) != NPROXY_SUCCESS)
 		return 1;
 	do {
-		st = bp_barrier(bp, 20000);
+		st = nproxy_bp_barrier(bp, 20000);
 		__atomic_store_n(&pg->rounds[rank], pg->rounds[rank] + 1, __ATOMIC_RELEASE);
 	} while (st == NPROXY_SUCCESS);
 	pg->err_us[rank] = now_us();
 	pg->status[rank] = st;
-	bp_hangup(bp);
-	bp_cleanup(bp);
+	nproxy_bp_hangup(bp);
+	nproxy_bp_close(bp);
 	return 0;
 }
 
@@ -163,7 +176,7 @@ static int detect(uint32_t n, int kills)
 	if (!lat || pg == MAP_FAILED)
 		return 1;
 	for (k = 0; k < kills; k++) {
-		pid_t pids[BP_MAX_RANKS];
+		pid_t pids[NPROXY_BP_MAX_RANKS];
 		char job[64];
 		uint32_t r;
 		int spins;
@@ -230,13 +243,13 @@ int main(int argc, char **argv)
 	}
 	for (tok = strtok_r(ranks_arg, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		uint32_t n = (uint32_t)atoi(tok), r;
-		double *res = mmap(NULL, sizeof(double) * 2 * OP_COUNT * BP_MAX_RANKS,
+		double *res = mmap(NULL, sizeof(double) * 2 * OP_COUNT * NPROXY_BP_MAX_RANKS,
 				   PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-		pid_t pids[BP_MAX_RANKS];
+		pid_t pids[NPROXY_BP_MAX_RANKS];
 		char job[64];
 		int bad = 0, op;
 
-		if (n < 2 || n > BP_MAX_RANKS || res == MAP_FAILED)
+		if (n < 2 || n > NPROXY_BP_MAX_RANKS || res == MAP_FAILED)
 			return 2;
 		if (death) {
 			if (detect(n, iters))
@@ -267,13 +280,13 @@ int main(int argc, char **argv)
 			double sum = 0;
 
 			for (r = 0; r < n; r++)
-				sum += res[(op * 2) * BP_MAX_RANKS + r];
+				sum += res[(op * 2) * NPROXY_BP_MAX_RANKS + r];
 			printf("RESULT impl=bananaphone op=%s ranks=%u size=%zu iters=%d avg_us=%.2f p50_us=%.2f\n",
 			       op_names[op], n, op_sizes[op], iters, sum / n,
-			       median(&res[(op * 2 + 1) * BP_MAX_RANKS], (int)n));
+			       median(&res[(op * 2 + 1) * NPROXY_BP_MAX_RANKS], (int)n));
 		}
 		fflush(stdout);
-		munmap(res, sizeof(double) * 2 * OP_COUNT * BP_MAX_RANKS);
+		munmap(res, sizeof(double) * 2 * OP_COUNT * NPROXY_BP_MAX_RANKS);
 	}
 	return 0;
 }

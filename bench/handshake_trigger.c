@@ -101,7 +101,7 @@ static int submit_pairs(struct nproxy_hs *hs, uint64_t first_k, uint32_t pairs)
 static int run_handshake(size_t rounds, uint64_t *trig, uint64_t *wake, uint64_t *rtt)
 {
 	struct nproxy_hs_opts opts = {
-		.sz = sizeof(opts),
+		.size = sizeof(opts),
 		.backend = NPROXY_HS_MEMFD,
 		.n_streams = 1,
 		.n_sems = 1,

@@ -80,15 +80,15 @@ static int add_idle_task(struct nproxy_comm **out)
 	struct nproxy_cc_op op;
 
 	memset(&o, 0, sizeof(o));
-	o.sz = sizeof(o);
+	o.size = sizeof(o);
 	o.n_ranks = 1;
 	o.ranks_per_proxy = 1;		/* all on device 0: one worker */
 	o.idle_policy = NPROXY_IDLE_YIELD;
 	o.seam.ops = &idle_ops;
-	if (nproxy_comm_init(&o, out))
+	if (nproxy_comm_open(&o, out))
 		return -1;
 	memset(&op, 0, sizeof(op));
-	op.sz = sizeof(op);
+	op.size = sizeof(op);
 	op.streams_n = 1;
 	op.streams[0].blocks = &fifo_set;
 	op.streams[0].n_blocks = 1;
@@ -175,7 +175,7 @@ static int proxy_part(unsigned long long ticks)
 	printf("RESULT what=per_task ticks=%llu kib=%.3f\n",
 	       (unsigned long long)(st.ticks - t0), per_task_after);
 	for (i = 0; i < MANY; i++)
-		nproxy_comm_free(comms[i]);
+		nproxy_comm_close(comms[i]);
 	return 0;
 }
 
@@ -206,40 +206,53 @@ static int segment_stat(struct stat *out)
 	return found;
 }
 
+/* This rank's end of the bus: rank 0 creates it, the others connect. */
+static enum nproxy_status bus_open(const char *job, uint32_t rank, uint32_t n, uint32_t timeout_ms,
+				   struct nproxy_bp **bp)
+{
+	struct nproxy_bp_opts o = NPROXY_BP_OPTS_INIT;
+
+	o.job_id = job;
+	o.rank = rank;
+	o.n_ranks = n;
+	o.timeout_ms = timeout_ms;
+	return nproxy_bp_open(&o, bp);
+}
+
 static int bp_rank_main(const char *job, uint32_t rank, uint32_t n, struct stat *st)
 {
 	static char blob[4096];
 	void *gathered = NULL;
-	size_t lens[BP_MAX_RANKS], offs[BP_MAX_RANKS];
-	struct bp *bp;
+	size_t lens[NPROXY_BP_MAX_RANKS], offs[NPROXY_BP_MAX_RANKS];
+	struct nproxy_bp *bp;
 	int rc = 1;
 
-	if ((rank ? bp_connect(job, rank, n, 30000, &bp) : bp_create(job, n, &bp)) !=
+	if (bus_open(job, rank, n, 30000, &bp) !=
 	    NPROXY_SUCCESS) {
 		fprintf(stderr, "memory_footprint: rank %u of %u: join failed\n", rank, n);
 		return 1;
 	}
 	memset(blob, (int)rank, sizeof(blob));
-	if (bp_barrier(bp, 60000) == NPROXY_SUCCESS &&
-	    bp_allgather(bp, blob, sizeof(blob), &gathered, lens, offs, 60000) == NPROXY_SUCCESS) {
+	if (nproxy_bp_barrier(bp, 60000) == NPROXY_SUCCESS &&
+	    nproxy_bp_allgather(bp, blob, sizeof(blob), &gathered, lens, offs, 60000) == NPROXY_SUCCESS) {
 		free(gathered);
 		rc = 0;
 		if (!rank && segment_stat(st)) {
 			fprintf(stderr, "memory_footprint: no memfd:nproxy-bp mapping\n");
 			rc = 1;
 		}
-		if (bp_barrier(bp, 60000) != NPROXY_SUCCESS)
+		if (nproxy_bp_barrier(bp, 60000) != NPROXY_SUCCESS)
 			rc = 1;
 	}
 	if (rc)
-		fprintf(stderr, "memory_footprint: rank %u of %u: %s\n", rank, n, bp_strerror(bp));
-	bp_cleanup(bp);
+		fprintf(stderr, "memory_footprint: rank %u of %u: %s\n", rank, n, nproxy_bp_strerror(bp));
+	nproxy_bp_close(bp);
 	return rc;
 }
 
 static int bp_part(uint32_t n)
 {
-	pid_t pids[BP_MAX_RANKS];
+	pid_t pids[NPROXY_BP_MAX_RANKS];
 	struct stat st;
 	char job[64];
 	int rc = 0, status;
@@ -286,9 +299,9 @@ int main(int argc, char **argv)
 	for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		unsigned long n = strtoul(tok, NULL, 10);
 
-		if (n < 2 || n > BP_MAX_RANKS) {
+		if (n < 2 || n > NPROXY_BP_MAX_RANKS) {
 			fprintf(stderr, "memory_footprint: rank count %s not in 2..%d\n", tok,
-				BP_MAX_RANKS);
+				NPROXY_BP_MAX_RANKS);
 			rc = 1;
 			continue;
 		}

@@ -134,7 +134,7 @@ static int run_proxy(struct proxy_ctx *px, struct nproxy_net *net, uint32_t rank
 	struct nproxy_net_addr src = { 0 }, dst = { 0 };
 	struct nproxy_fifo_set fs = { .ops = ops, .n_ops = 2 * iters, .src = &src, .n_src = 1,
 				      .dst = &dst, .n_dst = 1 };
-	struct nproxy_cc_op op = { .sz = sizeof(op), .streams_n = 1 };
+	struct nproxy_cc_op op = { .size = sizeof(op), .streams_n = 1 };
 	const struct nproxy_prog_step fire = { .op = NPROXY_STEP_WRITE_TRIGGER, .value = 1 };
 	struct nproxy_prog_result res;
 	enum nproxy_status st;
@@ -174,7 +174,7 @@ static int run_proxy(struct proxy_ctx *px, struct nproxy_net *net, uint32_t rank
 static int rank_main(uint32_t rank, const char *root, bool proxy, const size_t *sizes,
 		     int n_sizes, uint32_t base_iters, struct pp_result *res)
 {
-	struct nproxy_net_opts no = { .sz = sizeof(no), .rank = rank, .n_ranks = 2, .comm_id = 1,
+	struct nproxy_net_opts no = { .size = sizeof(no), .rank = rank, .n_ranks = 2, .comm_id = 1,
 				      .timeout_ms = 60000, .root = root };
 	struct proxy_ctx px = { 0 };
 	struct nproxy_net *net;
@@ -188,10 +188,10 @@ static int rank_main(uint32_t rank, const char *root, bool proxy, const size_t *
 	if (nproxy_net_open(&no, &net))
 		return 2;
 	if (proxy) {
-		struct nproxy_hs_opts ho = { .sz = sizeof(ho), .backend = NPROXY_HS_MEMFD,
+		struct nproxy_hs_opts ho = { .size = sizeof(ho), .backend = NPROXY_HS_MEMFD,
 					     .n_streams = 1, .n_sems = 1, .rank = rank };
-		struct nproxy_comm_opts co = { .sz = sizeof(co), .rank = rank, .n_ranks = 2,
-					       .device_index = rank, .timeout_s = 120,
+		struct nproxy_comm_opts co = { .size = sizeof(co), .rank = rank, .n_ranks = 2,
+					       .device_index = rank, .timeout_ms = 120000,
 					       .flags = NPROXY_COMM_F_DEVICE_WAIT };
 
 		if (nproxy_hs_open(&ho, &px.hs))
@@ -199,7 +199,7 @@ static int rank_main(uint32_t rank, const char *root, bool proxy, const size_t *
 		co.hs = px.hs;
 		nproxy_net_seam(net, &co.seam);
 		nproxy_net_host_barrier(net, &co.barrier);
-		if (nproxy_comm_init(&co, &px.comm))
+		if (nproxy_comm_open(&co, &px.comm))
 			return 2;
 	}
 	/* FI_MR_ALLOCATED: real, touched memory. */
@@ -226,7 +226,7 @@ static int rank_main(uint32_t rank, const char *root, bool proxy, const size_t *
 	}
 	munmap(buf, max ? max : 1);
 	if (proxy) {
-		nproxy_comm_free(px.comm);
+		nproxy_comm_close(px.comm);
 		nproxy_hs_close(px.hs);
 	}
 	nproxy_net_close(net);

@@ -66,13 +66,13 @@ int main(void)
 				uint64_t t0;
 
 				memset(&o, 0, sizeof(o));
-				o.sz = sizeof(o);
+				o.size = sizeof(o);
 				o.n_ranks = 1;
 				o.device_index = i;
 				o.ranks_per_proxy = rpps[b];
 				o.flags = NPROXY_COMM_F_SKIP_NET;
 				t0 = now_ns();
-				if (nproxy_comm_init(&o, &c[i]))
+				if (nproxy_comm_open(&o, &c[i]))
 					return 1;
 				t0 = now_ns() - t0;
 				if (nproxy_proxy_group_count() > before) {
@@ -86,7 +86,7 @@ int main(void)
 			printf("| %5u | %11u | %6u | %13d | %15u |\n", n, rpps[b],
 			       nproxy_proxy_group_count(), count_proxy_threads(), n);
 			for (i = 0; i < n; i++)
-				nproxy_comm_free(c[i]);
+				nproxy_comm_close(c[i]);
 		}
 	}
 	printf("\ncomm_init: creating a group (thread start) %.1f us avg over %llu, "

@@ -92,15 +92,15 @@ int main(int argc, char **argv)
 			struct nproxy_cc_op op;
 
 			memset(&o, 0, sizeof(o));
-			o.sz = sizeof(o);
+			o.size = sizeof(o);
 			o.n_ranks = 1;
 			o.ranks_per_proxy = 1;		/* all on device 0: one group */
 			o.idle_policy = NPROXY_IDLE_SPIN;
 			o.seam.ops = &idle_ops;
-			if (nproxy_comm_init(&o, &comms[i]))
+			if (nproxy_comm_open(&o, &comms[i]))
 				return 1;
 			memset(&op, 0, sizeof(op));
-			op.sz = sizeof(op);
+			op.size = sizeof(op);
 			op.streams_n = 1;
 			op.streams[0].blocks = &fs;
 			op.streams[0].n_blocks = 1;
@@ -123,7 +123,7 @@ int main(int argc, char **argv)
 		printf("| %10u | %12.1f | %7.0f | %23.1f | %8.1fx |\n", n, per_step,
 		       (double)(c1 - c0) / (double)(b.ticks - a.ticks), bare, per_step / bare);
 		for (i = 0; i < n; i++)
-			nproxy_comm_free(comms[i]);
+			nproxy_comm_close(comms[i]);
 		free(comms);
 	}
 	return 0;

@@ -103,17 +103,17 @@ static int run_policy(enum nproxy_idle_policy pol, uint64_t *lat, size_t rounds)
 	size_t i;
 
 	memset(&o, 0, sizeof(o));
-	o.sz = sizeof(o);
+	o.size = sizeof(o);
 	o.n_ranks = 1;
 	o.ranks_per_proxy = 1;
 	o.flags = NPROXY_COMM_F_DEVICE_WAIT;
 	o.idle_policy = pol;
 	o.seam.ops = &bench_ops;
-	if (nproxy_comm_init(&o, &c))
+	if (nproxy_comm_open(&o, &c))
 		return -1;
 	memset(&fs, 0, sizeof(fs));
 	memset(&op, 0, sizeof(op));
-	op.sz = sizeof(op);
+	op.size = sizeof(op);
 	op.streams_n = 1;
 	op.streams[0].blocks = &fs;
 	op.streams[0].n_blocks = 1;
@@ -136,7 +136,7 @@ static int run_policy(enum nproxy_idle_policy pol, uint64_t *lat, size_t rounds)
 			return -1;
 		lat[i] = __atomic_load_n(&t_progress, __ATOMIC_ACQUIRE) - t0;
 	}
-	nproxy_comm_free(c);
+	nproxy_comm_close(c);
 	return 0;
 }
 

@@ -95,7 +95,7 @@ static int allgather(struct nproxy_rank *rk, uint32_t rank, uint32_t n, uint32_t
 	struct nproxy_comm *comm = nproxy_rank_comm(rk);
 	size_t chunk = CHUNK_WORDS * sizeof(uint32_t);
 	struct nproxy_prog_step prog[MAX_RANKS];
-	struct nproxy_cc_op cc = { .sz = sizeof(cc) };
+	struct nproxy_cc_op cc = NPROXY_CC_OP_INIT;
 	struct nproxy_prog_result result;
 	static struct ring_op op;
 	enum nproxy_status st;
@@ -158,7 +158,7 @@ out:
 
 int main(int argc, char **argv)
 {
-	struct nproxy_rank_opts opts = { .size = sizeof(opts) };
+	struct nproxy_rank_opts opts = NPROXY_RANK_OPTS_INIT;
 	struct nproxy_rank *rk;
 	enum nproxy_status st;
 	uint32_t rank, n, *data;

@@ -61,7 +61,7 @@ static int wait_trigger(volatile uint32_t *word, uint32_t timeout_ms, uint32_t *
 
 int main(void)
 {
-	struct nproxy_hs_opts opts = { .sz = sizeof(opts) };
+	struct nproxy_hs_opts opts = NPROXY_HS_OPTS_INIT;
 	struct nproxy_prog_step prog[3];
 	struct nproxy_prog_result result;
 	struct nproxy_device_sems dev;

@@ -12,7 +12,7 @@
 #
 #   scripts/lib-mutation-check.sh [name...]   (after `make`: reuses build/kselftest)
 #
-# Not part of `make check`: thirteen library rebuilds and their test runs
+# Not part of `make check`: seventeen library rebuilds and their test runs
 # (~5 min on an idle 2-CPU box).
 set -uo pipefail
 
@@ -33,6 +33,10 @@ mutants=(
 	"last-release-does-not-join#lib/proxy/proxy_queue.c#s|if \(q->started\)\n\t\tpthread_join\(q->thread, NULL\);|if (q->started)\n\t\tpthread_detach(q->thread);|#lib/proxy_contract lib/proxy_registry"
 	"trigger-gate-ignored#lib/proxy/proxy_task.c#s|== NPROXY_PROXY_TRIGGER_SENTINEL\)\n\t\t\treturn false;|== NPROXY_PROXY_TRIGGER_SENTINEL)\n\t\t\treturn true;|#net/net_proxy_ring"
 	"engine-completion-not-counted#lib/net/net_engine.c#s|nproxy_device_sem_add\(&b->dev, ready->post_sem, ready->post_inc\);|(void)ready;|#lib/proxy_engine"
+	"opts-tail-unchecked#lib/common/opts.c#s|if \(bytes\[i\]\) \{|if (bytes[i] && 0) {|#bananaphone/join lib/handshake_backend"
+	"opts-size-zero-accepted#lib/common/opts.c#s|if \(size == 0\) \{|if (0) {|#lib/handshake_backend lib/proxy_registry"
+	"unknown-status-unnumbered#lib/common/status.c#s|return unknown;|return \"NPROXY_UNKNOWN\";|#lib/status_names"
+	"not-found-is-failure#lib/proxy/proxy_task.c#s|return npx_comm_note\(comm, NPROXY_NOT_FOUND,|return npx_comm_note(comm, NPROXY_FAILURE,|#lib/proxy_loop"
 	"rank-open-failure-leaks#lib/rank/rank.c#s|\trank_release\(r, st != NPROXY_PEER_DEAD\);|\t;|#rank/fault_sweep"
 	"rank-idle-policy-ignores-cpus#lib/rank/rank.c#s|return NPROXY_IDLE_ADAPTIVE_YIELD;|return NPROXY_IDLE_DEFAULT;|#rank/open_close"
 	"rank-provider-unchecked#lib/rank/rank.c#s|st = check_provider\(r, opts->provider\);|st = check_provider(r, NULL);|#rank/bad_options"

@@ -51,7 +51,7 @@ static void report(const char *path, int pid, enum nproxy_shm_verdict v, int use
 int cmd_shm_sweep(bool dry_run, int pid, const char *dir, bool json)
 {
 	struct sweep_out out = { .json = json };
-	struct nproxy_shm_sweep_opts o = { .sz = sizeof(o), .dir = dir, .pid = pid,
+	struct nproxy_shm_sweep_opts o = { .size = sizeof(o), .dir = dir, .pid = pid,
 					   .dry_run = dry_run, .each = report, .arg = &out };
 	enum nproxy_status st;
 	uint32_t removed = 0;

@@ -214,7 +214,7 @@ static void describe_ranks(char *buf, size_t len, uint32_t p, uint32_t R, pid_t 
 /* The dead rank's own libfabric shm regions (its PID is reaped: not reused yet). */
 static void sweep_dead_rank(pid_t pid)
 {
-	struct nproxy_shm_sweep_opts so = { .sz = sizeof(so), .pid = (int)pid };
+	struct nproxy_shm_sweep_opts so = { .size = sizeof(so), .pid = (int)pid };
 
 	nproxy_net_shm_sweep(&so, NULL);
 }

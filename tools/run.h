@@ -17,7 +17,7 @@
 #include <stdio.h>
 
 #define RUN_MAX_SIZES	64
-#define RUN_MAX_RANKS	64	/* the bananaphone bus limit (BP_MAX_RANKS) */
+#define RUN_MAX_RANKS	64	/* the bananaphone bus limit (NPROXY_BP_MAX_RANKS) */
 
 /* Exit statuses (nproxy-run(1)). */
 enum run_exit {

@@ -3,11 +3,11 @@
  * nproxy-run: the data path of one process.
  *
  * Setup, per local rank and in parallel (each step is collective):
- *   bananaphone bus (the local-leader rendezvous, bp_barrier) ->
+ *   bananaphone bus (the local-leader rendezvous, nproxy_bp_barrier) ->
  *   libfabric engine (nproxy_net_open; names over the bus, or over TCP at
  *   NPROXY_ROOT_COMM_ID when ranks span hosts) -> handshake region
  *   (nproxy_hs_open: kmod if loaded, else memfd + emulator) -> comm in the
- *   shared proxy registry (nproxy_comm_init, gid = local index / K).
+ *   shared proxy registry (nproxy_comm_open, gid = local index / K).
  *
  * One collective op, per local rank (the producer, this thread):
  *   1. build the op's FIFOs: one basic block per ring step, each block
@@ -58,7 +58,7 @@ struct rank_ctx {
 	uint32_t bus_rank, bus_size;	/* bananaphone: 0 size = no bus */
 	bool net_over_bus;
 
-	struct bp *bp;
+	struct nproxy_bp *bp;
 	struct nproxy_net *net;
 	struct nproxy_hs *hs;
 	struct nproxy_comm *comm;
@@ -150,10 +150,10 @@ static enum nproxy_status exchange_pids(struct rank_ctx *rc)
 	enum nproxy_status st;
 	void *all = NULL;
 
-	st = bp_allgather(rc->bp, &me, sizeof(me), &all, lens, offs, remaining_ms(rc->deadline));
+	st = nproxy_bp_allgather(rc->bp, &me, sizeof(me), &all, lens, offs, remaining_ms(rc->deadline));
 	if (st != NPROXY_SUCCESS) {
 		snprintf(rc->err, sizeof(rc->err), "rank %u: bananaphone pid exchange: %s (%s)",
-			 rc->rank, nproxy_status_str(st), bp_strerror(rc->bp));
+			 rc->rank, nproxy_status_str(st), nproxy_bp_strerror(rc->bp));
 		return st;
 	}
 	for (uint32_t b = 0; b < rc->bus_size && b < RUN_MAX_RANKS; b++) {
@@ -191,12 +191,12 @@ static int dead_peer(const struct rank_ctx *rc)
 		if (!pfd[i].revents)
 			continue;
 		/* A peer that gave up because another died names that one. */
-		culprit = bp_blame(rc->bp, rc->peer_bus[i]);
+		culprit = nproxy_bp_blame(rc->bp, rc->peer_bus[i]);
 		for (uint32_t j = 0; j < rc->n_peers; j++)
 			if (rc->peer_bus[j] == culprit)
 				i = j;
 		/* Peers that see us exit now name it, not us. */
-		bp_abandon(rc->bp, rc->peer_bus[i]);
+		nproxy_bp_abandon(rc->bp, rc->peer_bus[i]);
 		return (int)i;
 	}
 	return -1;
@@ -257,24 +257,26 @@ static void *setup_rank(void *arg)
 {
 	struct rank_ctx *rc = arg;
 	const struct run_opts *o = rc->o;
-	struct nproxy_net_opts nopts = { .sz = sizeof(nopts) };
-	struct nproxy_hs_opts hopts = { .sz = sizeof(hopts) };
-	struct nproxy_comm_opts copts = { .sz = sizeof(copts) };
+	struct nproxy_net_opts nopts = { .size = sizeof(nopts) };
+	struct nproxy_hs_opts hopts = { .size = sizeof(hopts) };
+	struct nproxy_comm_opts copts = { .size = sizeof(copts) };
+	struct nproxy_bp_opts bopts = NPROXY_BP_OPTS_INIT;
 	enum nproxy_status st;
 	int tmo = remaining_ms(rc->deadline);
 
 	if (rc->bus_size > 1) {
 		run_phase("bananaphone rendezvous (rank %u)", rc->rank);
 		run_kill_point(RUN_KILL_RENDEZVOUS, rc->rank);
-		if (rc->bus_rank == 0)
-			st = bp_create(rc->place->job_id, rc->bus_size, &rc->bp);
-		else
-			st = bp_connect(rc->place->job_id, rc->bus_rank, rc->bus_size, tmo, &rc->bp);
+		bopts.job_id = rc->place->job_id;
+		bopts.rank = rc->bus_rank;
+		bopts.n_ranks = rc->bus_size;
+		bopts.timeout_ms = (uint32_t)tmo;
+		st = nproxy_bp_open(&bopts, &rc->bp);
 		if (st == NPROXY_SUCCESS) {
-			st = bp_barrier(rc->bp, remaining_ms(rc->deadline));
+			st = nproxy_bp_barrier(rc->bp, remaining_ms(rc->deadline));
 			if (st != NPROXY_SUCCESS)
 				snprintf(rc->err, sizeof(rc->err), "rank %u: bananaphone rendezvous: %s (%s)",
-					 rc->rank, nproxy_status_str(st), bp_strerror(rc->bp));
+					 rc->rank, nproxy_status_str(st), nproxy_bp_strerror(rc->bp));
 		} else {
 			snprintf(rc->err, sizeof(rc->err), "rank %u: bananaphone %s job '%s': %s",
 				 rc->rank, rc->bus_rank ? "connect to" : "create", rc->place->job_id,
@@ -337,10 +339,10 @@ static void *setup_rank(void *arg)
 	copts.hs = rc->hs;
 	nproxy_net_seam(rc->net, &copts.seam);
 	nproxy_net_host_barrier(rc->net, &copts.barrier);
-	copts.timeout_s = (uint32_t)(o->timeout_s + 1);
+	copts.timeout_ms = (uint32_t)(o->timeout_s + 1) * 1000u;
 	run_phase("proxy comm setup (rank %u)", rc->rank);
 	run_kill_point(RUN_KILL_COMM, rc->rank);
-	st = nproxy_comm_init(&copts, &rc->comm);
+	st = nproxy_comm_open(&copts, &rc->comm);
 	if (st != NPROXY_SUCCESS) {
 		snprintf(rc->err, sizeof(rc->err), "rank %u: proxy comm: %s", rc->rank,
 			 nproxy_status_str(st));
@@ -358,9 +360,9 @@ static void *teardown_rank(void *arg)
 	rc->rc = RUN_EXIT_OK;
 	/* Nobody closes its endpoint while a peer may still need it. */
 	if (rc->bp && !g_fatal)
-		bp_barrier(rc->bp, remaining_ms(rc->deadline) ?: 1000);
+		nproxy_bp_barrier(rc->bp, remaining_ms(rc->deadline) ?: 1000);
 	/* Aborts unfinished tasks (stopping their blocks) before the MRs go. */
-	nproxy_comm_free(rc->comm);
+	nproxy_comm_close(rc->comm);
 	rc->comm = NULL;
 	if (rc->net) {
 		if (rc->data_reg)
@@ -374,10 +376,10 @@ static void *teardown_rank(void *arg)
 	rc->hs = NULL;
 	if (rc->bp) {
 		if (g_fatal)
-			bp_cleanup(rc->bp);	/* abnormal: peers see us die, not leave */
+			nproxy_bp_close(rc->bp);	/* abnormal: peers see us die, not leave */
 		else {
-			bp_hangup(rc->bp);
-			bp_cleanup(rc->bp);
+			nproxy_bp_hangup(rc->bp);
+			nproxy_bp_close(rc->bp);
 		}
 		rc->bp = NULL;
 	}
@@ -681,7 +683,7 @@ static int op_start(struct rank_ctx *rc, double deadline)
 {
 	char hang = hang_hook(rc);
 	struct nproxy_prog_step prog[RUN_MAX_RANKS + 5];
-	struct nproxy_cc_op op = { .sz = sizeof(op) };
+	struct nproxy_cc_op op = { .size = sizeof(op) };
 	uint64_t wait_ns = (uint64_t)remaining_ms(deadline) * 1000000ull;
 	uint32_t n = 0;
 	enum nproxy_status st;
@@ -856,9 +858,9 @@ static int start_barrier(struct rank_ctx *ranks, uint32_t n, double deadline)
 		return RUN_EXIT_OK;
 	/* Our other local ranks arrive without waiting; rank 0 waits (parked) for all. */
 	for (uint32_t i = 1; i < n && st == NPROXY_SUCCESS; i++)
-		st = bp_barrier_arrive(ranks[i].bp, bp_barrier_next_seq(ranks[i].bp));
+		st = nproxy_bp_barrier_arrive(ranks[i].bp, nproxy_bp_barrier_next_seq(ranks[i].bp));
 	if (st == NPROXY_SUCCESS)
-		st = bp_barrier(ranks[0].bp, remaining_ms(deadline) ?: 1);
+		st = nproxy_bp_barrier(ranks[0].bp, remaining_ms(deadline) ?: 1);
 	if (st == NPROXY_SUCCESS)
 		return RUN_EXIT_OK;
 	for (uint32_t i = 0; i < n; i++) {
@@ -871,7 +873,7 @@ static int start_barrier(struct rank_ctx *ranks, uint32_t n, double deadline)
 	}
 	return fail(status_exit(st) == RUN_EXIT_USAGE ? RUN_EXIT_FAILURE : status_exit(st),
 		    "rank %u: barrier before an iteration: %s (%s)", ranks[0].rank,
-		    nproxy_status_str(st), bp_strerror(ranks[0].bp));
+		    nproxy_status_str(st), nproxy_bp_strerror(ranks[0].bp));
 }
 
 static double cpu_now(void)

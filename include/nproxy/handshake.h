@@ -74,17 +74,21 @@ enum nproxy_hs_backend {
 };
 
 /*
- * sz must be at least this version's sizeof; a newer, longer caller works as
- * long as the bytes past the fields this library knows are zero.
+ * size must be at least the first released layout's sizeof; a newer, longer
+ * caller works as long as the bytes past the fields this library knows are
+ * zero (Documentation/development.md, "API conventions").
  */
 struct nproxy_hs_opts {
-	size_t sz;			/* sizeof(struct nproxy_hs_opts): extensible */
+	uint32_t size;			/* sizeof(struct nproxy_hs_opts) as the caller compiled it */
 	enum nproxy_hs_backend backend;
 	uint32_t n_streams;		/* 1..NPROXY_MAX_STREAMS */
 	uint32_t n_sems;		/* 0..NPROXY_MAX_SEMS */
 	uint32_t rank;			/* informational */
 	uint32_t gid;			/* informational */
 };
+
+/* Every field not named is 0 (AUTO backend, no semaphores). */
+#define NPROXY_HS_OPTS_INIT { .size = sizeof(struct nproxy_hs_opts), .n_streams = 1 }
 
 struct nproxy_hs;
 
@@ -96,6 +100,11 @@ NPROXY_API enum nproxy_status nproxy_hs_open(const struct nproxy_hs_opts *opts,
  * run concurrently with close.
  */
 NPROXY_API void nproxy_hs_close(struct nproxy_hs *hs);
+/*
+ * Text of the last failed call on hs (submit, cancel, wait), naming the
+ * region and rank; "" when none.  A failed nproxy_hs_open() logs why.
+ */
+NPROXY_API const char *nproxy_hs_strerror(const struct nproxy_hs *hs);
 
 /* Parse "kmod" / "memfd" / "auto"; NPROXY_INVALID otherwise. */
 NPROXY_API enum nproxy_status nproxy_hs_backend_parse(const char *name,
@@ -171,7 +180,7 @@ NPROXY_API enum nproxy_status nproxy_hs_submit(struct nproxy_hs *hs,
  */
 NPROXY_API enum nproxy_status nproxy_hs_cancel(struct nproxy_hs *hs);
 /*
- * Wait up to timeout_ms (>= 0; 0 = just check) for the submitted program to
+ * Wait up to timeout_ms (0 = just check) for the submitted program to
  * finish, then collect its result into *result (optional) and reset the
  * region's prog_state to NONE, so the next program may be submitted.
  * Returns, once collected:
@@ -184,7 +193,7 @@ NPROXY_API enum nproxy_status nproxy_hs_cancel(struct nproxy_hs *hs);
  *   NPROXY_TIMEOUT    the program is still running after timeout_ms;
  *   NPROXY_INVALID    nothing was submitted since the last collect.
  */
-NPROXY_API enum nproxy_status nproxy_hs_wait(struct nproxy_hs *hs, int timeout_ms,
+NPROXY_API enum nproxy_status nproxy_hs_wait(struct nproxy_hs *hs, uint32_t timeout_ms,
 					     struct nproxy_prog_result *result);
 
 #ifdef __cplusplus

@@ -46,17 +46,17 @@ extern "C" {
 #define NPROXY_NET_DEFAULT_TIMEOUT_MS	30000
 #define NPROXY_NET_DEFAULT_RDZV_TIMEOUT_MS 60000
 
-struct bp;
+struct nproxy_bp;
 struct nproxy_net;
 
 struct nproxy_net_opts {
-	size_t sz;		/* sizeof(struct nproxy_net_opts): extensible */
+	uint32_t size;		/* sizeof(struct nproxy_net_opts) as the caller compiled it */
 	uint32_t rank;		/* this rank, 0..n_ranks-1 */
 	uint32_t n_ranks;	/* 1..NPROXY_NET_MAX_RANKS */
 	uint32_t comm_id;	/* same on every rank, 0..NPROXY_NET_MAX_COMM_ID */
 	uint32_t credits;	/* 0: NPROXY_NET_CREDITS or the default */
-	int timeout_ms;		/* 0: NPROXY_NET_TIMEOUT_MS or the default */
-	int rdzv_timeout_ms;	/* 0: NPROXY_NET_RDZV_TIMEOUT_MS or 60000: a peer
+	uint32_t timeout_ms;	/* 0: NPROXY_NET_TIMEOUT_MS or the default */
+	uint32_t rdzv_timeout_ms; /* 0: NPROXY_NET_RDZV_TIMEOUT_MS or 60000: a peer
 				 * that never shows up at the exchange */
 	const char *provider;	/* NULL: FI_PROVIDER, else efa > shm (one host) > tcp;ofi_rxm */
 	const char *root;	/* NULL: NPROXY_ROOT_COMM_ID ("host:port") */
@@ -65,8 +65,11 @@ struct nproxy_net_opts {
 	 * comm rank): names are then exchanged over it and no TCP rendezvous
 	 * is used.  Borrowed during nproxy_net_open() only.
 	 */
-	struct bp *bp;
+	struct nproxy_bp *bp;
 };
+
+/* Every field not named is 0: the defaults above. */
+#define NPROXY_NET_OPTS_INIT { .size = sizeof(struct nproxy_net_opts) }
 
 /*
  * Collective over the comm: every rank calls it; returns once every rank's
@@ -105,8 +108,20 @@ NPROXY_API const char *nproxy_net_strerror(const struct nproxy_net *net);
  * blobs of any size over TCP at root "host:port", rank 0 listening.
  */
 struct nproxy_rdzv;
-NPROXY_API enum nproxy_status nproxy_rdzv_open(const char *root, uint32_t rank,
-					       uint32_t n_ranks, int timeout_ms,
+
+struct nproxy_rdzv_opts {
+	uint32_t size;		/* sizeof(struct nproxy_rdzv_opts) as the caller compiled it */
+	uint32_t rank;		/* this rank, 0..n_ranks-1; rank 0 listens */
+	uint32_t n_ranks;	/* >= 1 */
+	/* Deadline of each exchange step; 0: NPROXY_NET_DEFAULT_RDZV_TIMEOUT_MS. */
+	uint32_t timeout_ms;
+	const char *root;	/* "host:port", required */
+};
+
+/* Every field not named is 0. */
+#define NPROXY_RDZV_OPTS_INIT { .size = sizeof(struct nproxy_rdzv_opts) }
+
+NPROXY_API enum nproxy_status nproxy_rdzv_open(const struct nproxy_rdzv_opts *opts,
 					       struct nproxy_rdzv **out);
 /* *out is malloc'd: n_ranks blobs back to back; lens[r]/offs[r] locate each. */
 NPROXY_API enum nproxy_status nproxy_rdzv_allgather(struct nproxy_rdzv *rz, const void *data,
@@ -120,7 +135,9 @@ NPROXY_API enum nproxy_status nproxy_rdzv_allgather(struct nproxy_rdzv *rz, cons
  */
 NPROXY_API void nproxy_rdzv_abort(struct nproxy_rdzv *rz, enum nproxy_status st,
 				  const char *why);
+/* Text of the last error (names the rank and step); "" if none. */
 NPROXY_API const char *nproxy_rdzv_strerror(const struct nproxy_rdzv *rz);
+/* NULL is a no-op. */
 NPROXY_API void nproxy_rdzv_close(struct nproxy_rdzv *rz);
 
 /*
@@ -143,7 +160,7 @@ enum nproxy_shm_verdict {
 };
 
 struct nproxy_shm_sweep_opts {
-	size_t sz;		/* sizeof(struct nproxy_shm_sweep_opts): extensible */
+	uint32_t size;		/* sizeof(struct nproxy_shm_sweep_opts) as the caller compiled it */
 	const char *dir;	/* NULL: /dev/shm */
 	int pid;		/* 0: every dead PID; else only this (dead) PID's files */
 	bool dry_run;		/* report, remove nothing */
@@ -152,6 +169,8 @@ struct nproxy_shm_sweep_opts {
 		     int err, void *arg);
 	void *arg;
 };
+
+#define NPROXY_SHM_SWEEP_OPTS_INIT { .size = sizeof(struct nproxy_shm_sweep_opts) }
 
 /* opts may be NULL (every dead PID, /dev/shm).  *n_removed: files removed. */
 NPROXY_API enum nproxy_status nproxy_net_shm_sweep(const struct nproxy_shm_sweep_opts *opts,

@@ -11,7 +11,7 @@
  * else NEURON_RT_RANKS_PER_NETWORK_PROXY, else 1 (one worker per device).
  * The first comm of a group creates the queue and starts the worker (pinned
  * to NPROXY_PROXY_CPUSET, e.g. "0-1,3", when set; inherited otherwise);
- * later comms only bump the group's refcount; the last nproxy_comm_free()
+ * later comms only bump the group's refcount; the last nproxy_comm_close()
  * stops and joins the worker.
  *
  * Per CC op the producer (nproxy_enq_proxy_tasks) queues one network task
@@ -21,7 +21,7 @@
  *
  *   INIT -> [WAITING_DEVICE_TRIGGER ->] PROGRESSING <-> IDLE -> DONE
  *
- * Threading: comm init/free, enqueue and the status calls may be made from
+ * Threading: comm open/close, enqueue and the status calls may be made from
  * any thread.  A comm must not be freed while another thread uses it.
  */
 #ifndef NPROXY_PROXY_H
@@ -103,7 +103,7 @@ enum nproxy_idle_policy {
 struct nproxy_hs;
 
 struct nproxy_comm_opts {
-	size_t sz;		/* sizeof(struct nproxy_comm_opts): extensible */
+	uint32_t size;		/* sizeof(struct nproxy_comm_opts) as the caller compiled it */
 	uint32_t rank;		/* rank in the comm; rank 0 leads the barrier */
 	uint32_t n_ranks;	/* >= 1 */
 	uint32_t device_index;	/* the nec_dev: picks the group */
@@ -122,15 +122,20 @@ struct nproxy_comm_opts {
 	/* The host barrier across the comm's ranks; ops NULL is allowed only
 	 * when n_ranks == 1.  Called only from the group's worker. */
 	struct nproxy_host_barrier barrier;
-	uint32_t timeout_s;	/* nproxy_wait_status default; 0: NPROXY_PROXY_TIMEOUT_S, else 300 */
+	/* nproxy_wait_status()'s deadline when it is given 0; 0 here:
+	 * NPROXY_PROXY_TIMEOUT_S (seconds, as the reference runtime's), else 300 s. */
+	uint32_t timeout_ms;
 	uint32_t reserved;	/* must be 0 */
 };
+
+/* Every field not named is 0 (one rank, no flags, default idle policy). */
+#define NPROXY_COMM_OPTS_INIT { .size = sizeof(struct nproxy_comm_opts), .n_ranks = 1 }
 
 struct nproxy_comm;
 
 /* NPROXY_INVALID for bad options, NPROXY_RESOURCE when the worker cannot be
  * started (nothing is left behind). */
-NPROXY_API enum nproxy_status nproxy_comm_init(const struct nproxy_comm_opts *opts,
+NPROXY_API enum nproxy_status nproxy_comm_open(const struct nproxy_comm_opts *opts,
 					       struct nproxy_comm **out);
 /*
  * Release the comm's group reference (the last one joins the worker).
@@ -138,7 +143,14 @@ NPROXY_API enum nproxy_status nproxy_comm_init(const struct nproxy_comm_opts *op
  * (their started blocks are stopped) and their status nodes dropped.
  * NULL is a no-op.
  */
-NPROXY_API void nproxy_comm_free(struct nproxy_comm *comm);
+NPROXY_API void nproxy_comm_close(struct nproxy_comm *comm);
+/*
+ * Text of this thread's last failed call on comm (enqueue, status, wait),
+ * "" when none; nproxy_comm_strerror(NULL): this thread's last failed
+ * nproxy_comm_open().  Per thread because producers and consumers of a comm
+ * are different threads.  Valid until this thread's next failed call.
+ */
+NPROXY_API const char *nproxy_comm_strerror(const struct nproxy_comm *comm);
 
 /* One basic block list per stream; each block is one seam FIFO set. */
 struct nproxy_stream_blocks {
@@ -153,7 +165,7 @@ struct nproxy_stream_blocks {
  * the network task is DONE (the seam borrows them from start to stop).
  */
 struct nproxy_cc_op {
-	size_t sz;		/* sizeof(struct nproxy_cc_op) */
+	uint32_t size;		/* sizeof(struct nproxy_cc_op) as the caller compiled it */
 	/* The consumer's key (the seed's enc_ctx): unique among this comm's
 	 * unconsumed ops.  0: the library assigns one (see ctx_out). */
 	uint64_t ctx;
@@ -174,6 +186,15 @@ struct nproxy_cc_op {
 	uint32_t barrier_sems[NPROXY_PROXY_MAX_BARRIER_SEMS];
 };
 
+/* Every field not named is 0. */
+#define NPROXY_CC_OP_INIT { .size = sizeof(struct nproxy_cc_op) }
+
+/*
+ * nproxy_enq_proxy_tasks() and nproxy_check_status() keep the reference
+ * runtime's names (enc_enq_proxy_tasks, enc_proxy_check_status) rather than
+ * nproxy_<area>_<verb>: someone porting a libnrt caller finds them by name.
+ */
+
 /*
  * Producer: queue one network task and one barrier task for op.  Both
  * statuses are visible to nproxy_check_status() when this returns.
@@ -188,7 +209,7 @@ NPROXY_API enum nproxy_status nproxy_enq_proxy_tasks(struct nproxy_comm *comm,
 						     uint64_t exec_id, uint64_t *ctx_out);
 
 /*
- * Consumer poll, under the status lock only: NPROXY_FAILURE when no such
+ * Consumer poll, under the status lock only: NPROXY_NOT_FOUND when no such
  * task is published (never enqueued, or already consumed); otherwise
  * NPROXY_SUCCESS with *done and *status (what the worker last published).
  * A done task's status node is erased: the next call fails.
@@ -203,17 +224,17 @@ NPROXY_API enum nproxy_status nproxy_check_status(struct nproxy_comm *comm, uint
  * then parks on the status word, which the worker's DONE publish wakes.
  * After timeout_ms it returns NPROXY_SUCCESS with *done false and logs
  * nothing: a caller with its own liveness checks loops on it.
- * NPROXY_FAILURE when no such task exists (or another thread consumed it).
+ * NPROXY_NOT_FOUND when no such task exists (or another thread consumed it).
  */
 NPROXY_API enum nproxy_status nproxy_await_status(struct nproxy_comm *comm, uint64_t ctx,
 						  enum nproxy_task_type type, uint32_t timeout_ms,
 						  bool *done, enum nproxy_status *status);
 
 /*
- * Wait until done or timeout_ms (0: the comm's timeout_s), like
+ * Wait until done or timeout_ms (0: the comm's timeout_ms option), like
  * nproxy_await_status().  Returns the
  * task's status, NPROXY_TIMEOUT (logging the seed's watchdog line) or
- * NPROXY_FAILURE when no such task exists.
+ * NPROXY_NOT_FOUND when no such task exists.
  */
 NPROXY_API enum nproxy_status nproxy_wait_status(struct nproxy_comm *comm, uint64_t ctx,
 						 enum nproxy_task_type type, uint32_t timeout_ms);
@@ -250,7 +271,7 @@ struct nproxy_proxy_stats {
 	uint64_t safety_timeouts;
 };
 
-/* NPROXY_FAILURE when no such group. */
+/* NPROXY_NOT_FOUND when no such group. */
 NPROXY_API enum nproxy_status nproxy_proxy_group_stats(uint32_t gid,
 						       struct nproxy_proxy_stats *out);
 

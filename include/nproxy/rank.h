@@ -44,8 +44,8 @@ extern "C" {
 #define NPROXY_RANK_DEFAULT_OPEN_TIMEOUT_MS	60000u
 
 /*
- * Zero-initialise, set size and the job's shape; every other field has a
- * default at 0 / NULL.  A newer, longer caller works as long as the bytes
+ * Start from NPROXY_RANK_OPTS_INIT (size set, the rest zero) and set the
+ * job's shape; every other field has a default at 0 / NULL.  A newer, longer caller works as long as the bytes
  * past the fields this library knows are zero.
  */
 struct nproxy_rank_opts {
@@ -53,11 +53,11 @@ struct nproxy_rank_opts {
 	uint32_t rank;		/* this rank in the job, 0..n_ranks-1 */
 	uint32_t n_ranks;	/* ranks in the job, 1..NPROXY_NET_MAX_RANKS */
 	uint32_t local_rank;	/* index among this host's ranks; 0 leads the bus */
-	uint32_t local_size;	/* ranks on this host, 1..BP_MAX_RANKS; 0: 1 */
+	uint32_t local_size;	/* ranks on this host, 1..NPROXY_BP_MAX_RANKS; 0: 1 */
 	/*
 	 * Names the bus: the same on every local rank, unique among the jobs
 	 * of this uid on this host (printable ASCII, no '/', at most
-	 * BP_MAX_JOB_ID bytes).  Required when local_size > 1.
+	 * NPROXY_BP_MAX_JOB_ID bytes).  Required when local_size > 1.
 	 */
 	const char *job_id;
 	/* libfabric provider ("shm", "tcp;ofi_rxm", "efa"); NULL: FI_PROVIDER,
@@ -86,15 +86,16 @@ struct nproxy_rank_opts {
 	uint32_t open_timeout_ms;
 	/* The engine's no-progress deadline per posted op; 0: NPROXY_NET_TIMEOUT_MS or 30000. */
 	uint32_t net_timeout_ms;
-	/* nproxy_wait_status()'s default wait on this comm, rounded up to
-	 * seconds; 0: NPROXY_PROXY_TIMEOUT_S or 300 s. */
+	/* nproxy_wait_status()'s default wait on this comm; 0: NPROXY_PROXY_TIMEOUT_S or 300 s. */
 	uint32_t wait_timeout_ms;
 };
+
+#define NPROXY_RANK_OPTS_INIT { .size = sizeof(struct nproxy_rank_opts) }
 
 struct nproxy_rank;
 struct nproxy_net;
 struct nproxy_comm;
-struct bp;
+struct nproxy_bp;
 
 /*
  * Collective over the job: every rank calls it with matching options.
@@ -129,7 +130,7 @@ NPROXY_API struct nproxy_comm *nproxy_rank_comm(struct nproxy_rank *rank);
 NPROXY_API struct nproxy_hs *nproxy_rank_hs(struct nproxy_rank *rank);
 NPROXY_API struct nproxy_net *nproxy_rank_net(struct nproxy_rank *rank);
 /* NULL when this host runs one rank of the job (no bus). */
-NPROXY_API struct bp *nproxy_rank_bp(struct nproxy_rank *rank);
+NPROXY_API struct nproxy_bp *nproxy_rank_bp(struct nproxy_rank *rank);
 /* The idle policy the open chose for the comm (DEFAULT: the comm's own). */
 NPROXY_API enum nproxy_idle_policy nproxy_rank_idle_policy(const struct nproxy_rank *rank);
 

@@ -2,8 +2,9 @@
 /*
  * libnproxy: the one status enum every library call returns.
  *
- * The first values mirror the runtime's NRT_STATUS so that logs and
- * consumers read the same numbers the seed documents (NRT_RESOURCE == 4).
+ * The first values mirror the reference runtime's NRT_STATUS so that logs
+ * and consumers read the same numbers libnrt uses (NRT_RESOURCE == 4).
+ * New codes are added at the end; no value ever changes.
  */
 #ifndef NPROXY_STATUS_H
 #define NPROXY_STATUS_H
@@ -18,7 +19,7 @@ extern "C" {
 
 enum nproxy_status {
 	NPROXY_SUCCESS		= 0,
-	NPROXY_FAILURE		= 1,	/* generic; also "no such task" from check-status */
+	NPROXY_FAILURE		= 1,	/* generic */
 	NPROXY_INVALID		= 2,	/* bad argument */
 	NPROXY_INVALID_HANDLE	= 3,
 	NPROXY_RESOURCE		= 4,	/* out of memory, threads, fds */
@@ -31,9 +32,15 @@ enum nproxy_status {
 	NPROXY_PERM		= 11,	/* permission denied */
 	NPROXY_BUSY		= 12,
 	NPROXY_CANCELLED	= 13,
+	NPROXY_NOT_FOUND	= 14,	/* no such task, group or ctx */
 };
 
-/* Static, never NULL: "NPROXY_TIMEOUT" etc., "NPROXY_UNKNOWN(n)" style for others. */
+/*
+ * The code's name, never NULL: "NPROXY_TIMEOUT" etc. (a static string), and
+ * "NPROXY_UNKNOWN(n)" for a value this library does not know, in a
+ * thread-local buffer valid until this thread's next such call.  Only names
+ * the code: an object's detailed text is nproxy_<object>_strerror().
+ */
 NPROXY_API const char *nproxy_status_str(enum nproxy_status st);
 
 #ifdef __cplusplus

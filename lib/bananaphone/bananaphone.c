@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * Bananaphone public API: lifecycle (create / connect / hangup / cleanup),
+ * Bananaphone public API: lifecycle (open as leader or follower / hangup /
+ * close),
  * the collectives' entry points and error reporting.  The machinery lives
  * in bananaphone_{segment,socket,liveness,wait,ring,barrier}.c.
  */
@@ -14,9 +15,10 @@
 #include <time.h>
 #include <unistd.h>
 #include <nproxy/log.h>
+#include "common/common_internal.h"
 #include "bananaphone_internal.h"
 
-/* Text of this thread's last failed bp_create()/bp_connect(). */
+/* Text of this thread's last failed nproxy_bp_open(). */
 static __thread char bp_setup_err[256];
 
 uint64_t npx_bp_now_ns(void)
@@ -27,12 +29,12 @@ uint64_t npx_bp_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-uint64_t npx_bp_deadline_ns(int timeout_ms)
+uint64_t npx_bp_deadline_ns(uint32_t timeout_ms)
 {
 	return npx_bp_now_ns() + (uint64_t)timeout_ms * 1000000ull;
 }
 
-static void bp_vset(struct bp *bp, enum nproxy_status st, const char *fmt, va_list ap)
+static void bp_vset(struct nproxy_bp *bp, enum nproxy_status st, const char *fmt, va_list ap)
 {
 	char *dst = bp ? bp->err : bp_setup_err;
 	size_t cap = bp ? sizeof(bp->err) : sizeof(bp_setup_err);
@@ -48,7 +50,7 @@ static void bp_vset(struct bp *bp, enum nproxy_status st, const char *fmt, va_li
 }
 
 /* Record an error that leaves the bus usable (bad argument, join timeout). */
-enum nproxy_status npx_bp_error(struct bp *bp, enum nproxy_status st, const char *fmt, ...)
+enum nproxy_status npx_bp_error(struct nproxy_bp *bp, enum nproxy_status st, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -60,7 +62,7 @@ enum nproxy_status npx_bp_error(struct bp *bp, enum nproxy_status st, const char
 
 /* Record a sticky error: the bus is unusable from now on (peer gone, a
  * collective interrupted half way); every later call returns it again. */
-enum nproxy_status npx_bp_fail(struct bp *bp, enum nproxy_status st, const char *fmt, ...)
+enum nproxy_status npx_bp_fail(struct nproxy_bp *bp, enum nproxy_status st, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -81,10 +83,10 @@ static enum nproxy_status check_job_id(const char *job_id)
 	if (!job_id)
 		return npx_bp_error(NULL, NPROXY_INVALID, "bananaphone: job id is NULL");
 	len = strlen(job_id);
-	if (len == 0 || len > BP_MAX_JOB_ID)
+	if (len == 0 || len > NPROXY_BP_MAX_JOB_ID)
 		return npx_bp_error(NULL, NPROXY_INVALID,
 				"bananaphone: job id '%.80s' must be 1..%d bytes, is %zu",
-				job_id, BP_MAX_JOB_ID, len);
+				job_id, NPROXY_BP_MAX_JOB_ID, len);
 	for (i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)job_id[i];
 
@@ -96,9 +98,9 @@ static enum nproxy_status check_job_id(const char *job_id)
 	return NPROXY_SUCCESS;
 }
 
-static struct bp *bp_alloc(const char *job_id, uint32_t rank, uint32_t n_ranks)
+static struct nproxy_bp *bp_alloc(const char *job_id, uint32_t rank, uint32_t n_ranks)
 {
-	struct bp *bp = calloc(1, sizeof(*bp));
+	struct nproxy_bp *bp = calloc(1, sizeof(*bp));
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	uint32_t i;
 
@@ -136,7 +138,7 @@ static struct bp *bp_alloc(const char *job_id, uint32_t rank, uint32_t n_ranks)
 	bp->memfd = -1;
 	bp->sock = -1;
 	snprintf(bp->job_id, sizeof(bp->job_id), "%s", job_id);
-	for (i = 0; i < BP_MAX_RANKS; i++)
+	for (i = 0; i < NPROXY_BP_MAX_RANKS; i++)
 		bp->pidfds[i] = -1;
 	for (i = 0; i < BP_MAX_CONNS; i++) {
 		bp->conns[i].fd = -1;
@@ -146,7 +148,7 @@ static struct bp *bp_alloc(const char *job_id, uint32_t rank, uint32_t n_ranks)
 	return bp;
 }
 
-static void bp_free(struct bp *bp)
+static void bp_free(struct nproxy_bp *bp)
 {
 	uint32_t i;
 
@@ -155,28 +157,22 @@ static void bp_free(struct bp *bp)
 		close(bp->sock);
 	if (bp->memfd >= 0)
 		close(bp->memfd);
-	for (i = 0; i < BP_MAX_RANKS; i++)
+	for (i = 0; i < NPROXY_BP_MAX_RANKS; i++)
 		if (bp->pidfds[i] >= 0)
 			close(bp->pidfds[i]);
 	npx_bp_segment_unmap(bp);
 	free(bp);
 }
 
-enum nproxy_status bp_create(const char *job_id, uint32_t n_ranks, struct bp **out)
+static enum nproxy_status bp_create(const char *job_id, uint32_t n_ranks, struct nproxy_bp **out)
 {
 	enum nproxy_status st;
-	struct bp *bp;
+	struct nproxy_bp *bp;
 
-	if (!out)
-		return npx_bp_error(NULL, NPROXY_INVALID, "bananaphone: bp_create: out is NULL");
-	*out = NULL;
-	st = check_job_id(job_id);
-	if (st)
-		return st;
-	if (n_ranks < 1 || n_ranks > BP_MAX_RANKS)
+	if (n_ranks < 1 || n_ranks > NPROXY_BP_MAX_RANKS)
 		return npx_bp_error(NULL, NPROXY_INVALID,
 				"bananaphone job '%s': %u ranks, must be 1..%d",
-				job_id, n_ranks, BP_MAX_RANKS);
+				job_id, n_ranks, NPROXY_BP_MAX_RANKS);
 	bp = bp_alloc(job_id, 0, n_ranks);
 	if (!bp)
 		return npx_bp_error(NULL, NPROXY_RESOURCE, "bananaphone job '%s': out of memory", job_id);
@@ -197,25 +193,16 @@ enum nproxy_status bp_create(const char *job_id, uint32_t n_ranks, struct bp **o
 	return NPROXY_SUCCESS;
 }
 
-enum nproxy_status bp_connect(const char *job_id, uint32_t rank, uint32_t n_ranks,
-			      int timeout_ms, struct bp **out)
+static enum nproxy_status bp_connect(const char *job_id, uint32_t rank, uint32_t n_ranks,
+				     uint32_t timeout_ms, struct nproxy_bp **out)
 {
 	enum nproxy_status st;
-	struct bp *bp;
+	struct nproxy_bp *bp;
 
-	if (!out)
-		return npx_bp_error(NULL, NPROXY_INVALID, "bananaphone: bp_connect: out is NULL");
-	*out = NULL;
-	st = check_job_id(job_id);
-	if (st)
-		return st;
-	if (n_ranks < 2 || n_ranks > BP_MAX_RANKS || rank < 1 || rank >= n_ranks)
+	if (n_ranks < 2 || n_ranks > NPROXY_BP_MAX_RANKS || rank < 1 || rank >= n_ranks)
 		return npx_bp_error(NULL, NPROXY_INVALID,
 				"bananaphone job '%s': rank %u of %u ranks is not a follower rank (1..n-1, n <= %d)",
-				job_id, rank, n_ranks, BP_MAX_RANKS);
-	if (timeout_ms <= 0)
-		return npx_bp_error(NULL, NPROXY_INVALID,
-				"bananaphone job '%s': timeout %d ms must be > 0", job_id, timeout_ms);
+				job_id, rank, n_ranks, NPROXY_BP_MAX_RANKS);
 	bp = bp_alloc(job_id, rank, n_ranks);
 	if (!bp)
 		return npx_bp_error(NULL, NPROXY_RESOURCE, "bananaphone job '%s': out of memory", job_id);
@@ -229,25 +216,46 @@ enum nproxy_status bp_connect(const char *job_id, uint32_t rank, uint32_t n_rank
 	return NPROXY_SUCCESS;
 }
 
-uint32_t bp_rank(const struct bp *bp)
+enum nproxy_status nproxy_bp_open(const struct nproxy_bp_opts *opts, struct nproxy_bp **out)
+{
+	enum nproxy_status st;
+
+	bp_setup_err[0] = '\0';
+	if (!out)
+		return npx_bp_error(NULL, NPROXY_INVALID, "bananaphone: open: out is NULL");
+	*out = NULL;
+	st = NPX_OPTS_CHECK(opts, "bananaphone: open");
+	if (st) {
+		/* Logged by the check already: only keep the text. */
+		snprintf(bp_setup_err, sizeof(bp_setup_err),
+			 "bananaphone: open: options NULL or of a wrong size (see the log)");
+		return st;
+	}
+	st = check_job_id(opts->job_id);
+	if (st)
+		return st;
+	if (opts->rank == 0)
+		return bp_create(opts->job_id, opts->n_ranks, out);
+	return bp_connect(opts->job_id, opts->rank, opts->n_ranks, opts->timeout_ms, out);
+}
+
+uint32_t nproxy_bp_rank(const struct nproxy_bp *bp)
 {
 	return bp ? bp->rank : 0;
 }
 
-uint32_t bp_size(const struct bp *bp)
+uint32_t nproxy_bp_size(const struct nproxy_bp *bp)
 {
 	return bp ? bp->n : 0;
 }
 
-const char *bp_strerror(const struct bp *bp)
+const char *nproxy_bp_strerror(const struct nproxy_bp *bp)
 {
-	if (!bp)
-		return bp_setup_err[0] ? bp_setup_err : "no error";
-	return bp->err[0] ? bp->err : "no error";
+	return bp ? bp->err : bp_setup_err;
 }
 
-/* Common entry check: usable state, valid timeout, finish joining. */
-static enum nproxy_status bp_enter(struct bp *bp, int timeout_ms, uint64_t *deadline,
+/* Common entry check: usable state, finish joining (timeout_ms 0: one look). */
+static enum nproxy_status bp_enter(struct nproxy_bp *bp, uint32_t timeout_ms, uint64_t *deadline,
 				   const char *what)
 {
 	enum nproxy_status st;
@@ -258,8 +266,6 @@ static enum nproxy_status bp_enter(struct bp *bp, int timeout_ms, uint64_t *dead
 		return bp->sticky;
 	if (bp->state == BP_S_HUNG_UP)
 		return npx_bp_error(bp, NPROXY_INVALID, "%s after this rank hung up", what);
-	if (timeout_ms <= 0)
-		return npx_bp_error(bp, NPROXY_INVALID, "%s: timeout %d ms must be > 0", what, timeout_ms);
 	*deadline = npx_bp_deadline_ns(timeout_ms);
 	while (bp->state == BP_S_JOINING) {
 		st = npx_bp_join_step(bp, *deadline);
@@ -272,11 +278,11 @@ static enum nproxy_status bp_enter(struct bp *bp, int timeout_ms, uint64_t *dead
 	return npx_bp_check_live(bp, false);
 }
 
-enum nproxy_status bp_allgather(struct bp *bp, const void *data, size_t len, void **out_bufs,
-				size_t *out_lens, size_t *out_offs, int timeout_ms)
+enum nproxy_status nproxy_bp_allgather(struct nproxy_bp *bp, const void *data, size_t len, void **out_bufs,
+				size_t *out_lens, size_t *out_offs, uint32_t timeout_ms)
 {
-	uint8_t *parts[BP_MAX_RANKS] = { 0 };
-	size_t lens[BP_MAX_RANKS] = { 0 };
+	uint8_t *parts[NPROXY_BP_MAX_RANKS] = { 0 };
+	size_t lens[NPROXY_BP_MAX_RANKS] = { 0 };
 	enum nproxy_status st;
 	uint64_t deadline;
 	size_t total = 0;
@@ -288,9 +294,9 @@ enum nproxy_status bp_allgather(struct bp *bp, const void *data, size_t len, voi
 	if (!out_bufs || !out_lens || !out_offs || (len && !data))
 		return npx_bp_error(bp, NPROXY_INVALID, "allgather: NULL argument");
 	*out_bufs = NULL;
-	if (len > BP_MAX_BLOB)
+	if (len > NPROXY_BP_MAX_BLOB)
 		return npx_bp_error(bp, NPROXY_INVALID, "allgather: blob of %zu bytes exceeds %u",
-				len, BP_MAX_BLOB);
+				len, NPROXY_BP_MAX_BLOB);
 	st = bp_enter(bp, timeout_ms, &deadline, "allgather");
 	if (st)
 		return st;
@@ -323,11 +329,11 @@ out:
 	return st;
 }
 
-enum nproxy_status bp_bcast(struct bp *bp, const void *data, size_t len, void **out,
-			    size_t *out_len, int timeout_ms)
+enum nproxy_status nproxy_bp_bcast(struct nproxy_bp *bp, const void *data, size_t len, void **out,
+			    size_t *out_len, uint32_t timeout_ms)
 {
-	uint8_t *parts[BP_MAX_RANKS] = { 0 };
-	size_t lens[BP_MAX_RANKS] = { 0 };
+	uint8_t *parts[NPROXY_BP_MAX_RANKS] = { 0 };
+	size_t lens[NPROXY_BP_MAX_RANKS] = { 0 };
 	enum nproxy_status st;
 	uint64_t deadline;
 	uint8_t *copy;
@@ -340,9 +346,9 @@ enum nproxy_status bp_bcast(struct bp *bp, const void *data, size_t len, void **
 		return npx_bp_error(bp, NPROXY_INVALID, "bcast: out_len is NULL");
 	if (bp->leader && len && !data)
 		return npx_bp_error(bp, NPROXY_INVALID, "bcast: NULL data");
-	if (bp->leader && len > BP_MAX_BLOB)
+	if (bp->leader && len > NPROXY_BP_MAX_BLOB)
 		return npx_bp_error(bp, NPROXY_INVALID, "bcast: blob of %zu bytes exceeds %u",
-				len, BP_MAX_BLOB);
+				len, NPROXY_BP_MAX_BLOB);
 	st = bp_enter(bp, timeout_ms, &deadline, "bcast");
 	if (st)
 		return st;
@@ -387,14 +393,14 @@ struct barrier_arg {
 	uint64_t seq;
 };
 
-static enum bp_step barrier_step(struct bp *bp, void *arg, uint32_t *wait_for)
+static enum bp_step barrier_step(struct nproxy_bp *bp, void *arg, uint32_t *wait_for)
 {
 	struct barrier_arg *ba = arg;
 
 	return npx_bp_barrier_check(bp, ba->seq, wait_for);
 }
 
-enum nproxy_status bp_barrier(struct bp *bp, int timeout_ms)
+enum nproxy_status nproxy_bp_barrier(struct nproxy_bp *bp, uint32_t timeout_ms)
 {
 	struct barrier_arg ba;
 	enum nproxy_status st;
@@ -415,12 +421,12 @@ enum nproxy_status bp_barrier(struct bp *bp, int timeout_ms)
 	return st;
 }
 
-uint64_t bp_barrier_next_seq(const struct bp *bp)
+uint64_t nproxy_bp_barrier_next_seq(const struct nproxy_bp *bp)
 {
 	return bp ? bp->barrier_seq + 1 : 0;
 }
 
-enum nproxy_status bp_barrier_arrive(struct bp *bp, uint64_t seq)
+enum nproxy_status nproxy_bp_barrier_arrive(struct nproxy_bp *bp, uint64_t seq)
 {
 	if (!bp)
 		return NPROXY_INVALID_HANDLE;
@@ -434,13 +440,13 @@ enum nproxy_status bp_barrier_arrive(struct bp *bp, uint64_t seq)
 				(unsigned long long)seq, (unsigned long long)bp->barrier_seq + 1);
 	bp->barrier_seq = seq;
 	/* Before the segment exists the arrival waits in barrier_seq and is
-	 * published by bp_barrier_test() once joining completes. */
+	 * published by nproxy_bp_barrier_test() once joining completes. */
 	if (bp->state == BP_S_READY)
 		npx_bp_barrier_publish(bp, seq);
 	return NPROXY_SUCCESS;
 }
 
-enum nproxy_status bp_barrier_test(struct bp *bp, uint64_t seq, int *done)
+enum nproxy_status nproxy_bp_barrier_test(struct nproxy_bp *bp, uint64_t seq, bool *done)
 {
 	enum nproxy_status st;
 	uint32_t wait_for;
@@ -450,7 +456,7 @@ enum nproxy_status bp_barrier_test(struct bp *bp, uint64_t seq, int *done)
 		return NPROXY_INVALID_HANDLE;
 	if (!done)
 		return npx_bp_error(bp, NPROXY_INVALID, "barrier_test: done is NULL");
-	*done = 0;
+	*done = false;
 	if (bp->state == BP_S_BROKEN)
 		return bp->sticky;
 	if (bp->state == BP_S_HUNG_UP)
@@ -474,7 +480,7 @@ enum nproxy_status bp_barrier_test(struct bp *bp, uint64_t seq, int *done)
 	if (step == BP_STEP_ERROR)
 		return bp->sticky;
 	if (step == BP_STEP_DONE) {
-		*done = 1;
+		*done = true;
 		return NPROXY_SUCCESS;
 	}
 	/* Not done: the worker calls again soon; poll the pidfds at most
@@ -482,7 +488,7 @@ enum nproxy_status bp_barrier_test(struct bp *bp, uint64_t seq, int *done)
 	return npx_bp_check_live(bp, false);
 }
 
-void bp_hangup(struct bp *bp)
+void nproxy_bp_hangup(struct nproxy_bp *bp)
 {
 	if (!bp || bp->state == BP_S_HUNG_UP)
 		return;
@@ -496,11 +502,11 @@ void bp_hangup(struct bp *bp)
 }
 
 /*
- * Release only: no "left" flag, so without a bp_hangup() first, peers see
+ * Release only: no "left" flag, so without a nproxy_bp_hangup() first, peers see
  * this rank as alive until the process exits and as dead afterwards (the
  * abnormal-exit path wants exactly that).
  */
-void bp_cleanup(struct bp *bp)
+void nproxy_bp_close(struct nproxy_bp *bp)
 {
 	if (!bp)
 		return;

@@ -5,12 +5,12 @@
  * barrier is complete when every rank's word is >= seq.  Whoever completes
  * it (its store is the last in the total order of these seq_cst stores, so
  * its loads see everyone) wakes all sleepers, so waiters are woken once per
- * barrier, not once per arrival.  bp_barrier_arrive()/bp_barrier_test()
+ * barrier, not once per arrival.  nproxy_bp_barrier_arrive()/nproxy_bp_barrier_test()
  * are the same two halves without sleeping.
  */
 #include "bananaphone_internal.h"
 
-void npx_bp_barrier_publish(struct bp *bp, uint64_t seq)
+void npx_bp_barrier_publish(struct nproxy_bp *bp, uint64_t seq)
 {
 	uint32_t r;
 
@@ -22,7 +22,7 @@ void npx_bp_barrier_publish(struct bp *bp, uint64_t seq)
 	npx_bp_notify_all(bp, true);
 }
 
-enum bp_step npx_bp_barrier_check(struct bp *bp, uint64_t seq, uint32_t *wait_for)
+enum bp_step npx_bp_barrier_check(struct nproxy_bp *bp, uint64_t seq, uint32_t *wait_for)
 {
 	enum bp_step step = BP_STEP_DONE;
 	uint32_t r;

@@ -26,7 +26,7 @@
 #define BP_SPIN_NS		50000	/* default spin before sleeping, only if ranks <= cpus */
 #define BP_YIELDS		2	/* sched_yield()s before sleeping */
 #define BP_WAIT_ANY		0xffffffffu
-#define BP_MAX_CONNS		(2 * BP_MAX_RANKS)	/* join connections held at once */
+#define BP_MAX_CONNS		(2 * NPROXY_BP_MAX_RANKS)	/* join connections held at once */
 #define BP_SOCK_PREFIX		"nproxy-bp/"
 
 /* ---- shared segment (the memfd), all offsets from its start ---- */
@@ -42,7 +42,7 @@ struct bp_ctl {
 	uint64_t ranks_off;	/* struct npx_bp_rank_ctl[n_ranks] */
 	uint64_t rings_off;	/* ring r at rings_off + r * ring_stride */
 	uint64_t ring_stride;
-	char job_id[BP_MAX_JOB_ID + 1];
+	char job_id[NPROXY_BP_MAX_JOB_ID + 1];
 };
 
 /* One per rank.  Line 0 is what others write (bell) and read to decide
@@ -52,10 +52,10 @@ struct npx_bp_rank_ctl {
 	_Atomic uint32_t sleeping;	/* 1 while (about to be) in FUTEX_WAIT */
 	_Atomic uint32_t wait_for;	/* rank whose data it waits for, or BP_WAIT_ANY */
 	uint32_t pad0[BP_CACHELINE / 4 - 3];
-	_Atomic uint32_t left;		/* set by bp_hangup: orderly departure */
+	_Atomic uint32_t left;		/* set by nproxy_bp_hangup: orderly departure */
 	uint32_t pid;			/* written by the leader at join */
 	_Atomic uint64_t barrier_arrived; /* highest barrier seq this rank entered */
-	/* 1 + the rank whose death made this one give up (bp_abandon), or 0:
+	/* 1 + the rank whose death made this one give up (nproxy_bp_abandon), or 0:
 	 * peers that see this rank gone then name that rank, not this one. */
 	_Atomic uint32_t saw_dead;
 	uint8_t pad1[BP_CACHELINE - 20];
@@ -109,7 +109,7 @@ struct bp_wire_hello {
 	uint32_t n_ranks;
 	uint32_t pid;
 	uint32_t reserved;	/* must be 0 */
-	char job_id[BP_MAX_JOB_ID + 1];
+	char job_id[NPROXY_BP_MAX_JOB_ID + 1];
 	uint8_t pad[7];
 };
 
@@ -139,7 +139,7 @@ struct bp_conn {
 	bool joined;
 };
 
-struct bp {
+struct nproxy_bp {
 	uint32_t rank;
 	uint32_t n;
 	bool leader;
@@ -147,7 +147,7 @@ struct bp {
 	int yields;		/* then yield the cpu this many times */
 	enum bp_state state;
 	enum nproxy_status sticky;
-	char job_id[BP_MAX_JOB_ID + 1];
+	char job_id[NPROXY_BP_MAX_JOB_ID + 1];
 	char err[256];
 
 	/* segment */
@@ -157,8 +157,8 @@ struct bp {
 	int memfd;		/* leader, until the welcomes are sent */
 
 	/* peers */
-	pid_t pids[BP_MAX_RANKS];
-	int pidfds[BP_MAX_RANKS];	/* -1 for self */
+	pid_t pids[NPROXY_BP_MAX_RANKS];
+	int pidfds[NPROXY_BP_MAX_RANKS];	/* -1 for self */
 	uint64_t next_live_check_ns;
 
 	/* join */
@@ -171,42 +171,42 @@ struct bp {
 	uint64_t op_seq;		/* ring collectives started */
 	uint64_t barrier_seq;		/* last barrier this rank entered */
 	uint64_t barrier_published;	/* last barrier seq written to the segment */
-	uint64_t barrier_retry;		/* seq of a bp_barrier() that timed out, or 0 */
+	uint64_t barrier_retry;		/* seq of a nproxy_bp_barrier() that timed out, or 0 */
 	uint64_t head;			/* local copy of my ring's head */
 	uint64_t min_consumed;		/* cached slowest reader of my ring */
-	uint64_t consumed[BP_MAX_RANKS];	/* local copy of my consumed[] per ring */
+	uint64_t consumed[NPROXY_BP_MAX_RANKS];	/* local copy of my consumed[] per ring */
 };
 
 /* bananaphone.c */
-enum nproxy_status npx_bp_fail(struct bp *bp, enum nproxy_status st, const char *fmt, ...)
+enum nproxy_status npx_bp_fail(struct nproxy_bp *bp, enum nproxy_status st, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-enum nproxy_status npx_bp_error(struct bp *bp, enum nproxy_status st, const char *fmt, ...)
+enum nproxy_status npx_bp_error(struct nproxy_bp *bp, enum nproxy_status st, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 uint64_t npx_bp_now_ns(void);
-uint64_t npx_bp_deadline_ns(int timeout_ms);
+uint64_t npx_bp_deadline_ns(uint32_t timeout_ms);
 
 /* bananaphone_segment.c */
 size_t npx_bp_segment_size(uint32_t n_ranks);
-enum nproxy_status npx_bp_segment_create(struct bp *bp);
-enum nproxy_status npx_bp_segment_attach(struct bp *bp, int memfd);
-void npx_bp_segment_unmap(struct bp *bp);
-struct npx_bp_rank_ctl *npx_bp_rank_ctl(struct bp *bp, uint32_t rank);
-struct bp_ring_hdr *npx_bp_ring(struct bp *bp, uint32_t rank);
-void *npx_bp_slot(struct bp *bp, uint32_t rank, uint64_t idx);
+enum nproxy_status npx_bp_segment_create(struct nproxy_bp *bp);
+enum nproxy_status npx_bp_segment_attach(struct nproxy_bp *bp, int memfd);
+void npx_bp_segment_unmap(struct nproxy_bp *bp);
+struct npx_bp_rank_ctl *npx_bp_rank_ctl(struct nproxy_bp *bp, uint32_t rank);
+struct bp_ring_hdr *npx_bp_ring(struct nproxy_bp *bp, uint32_t rank);
+void *npx_bp_slot(struct nproxy_bp *bp, uint32_t rank, uint64_t idx);
 
 /* bananaphone_socket.c */
 int npx_bp_sock_name(const char *job_id, uid_t uid, void *sun, unsigned int *len);
-enum nproxy_status npx_bp_listen(struct bp *bp);
-enum nproxy_status npx_bp_dial(struct bp *bp, int timeout_ms);
-enum nproxy_status npx_bp_join_step(struct bp *bp, uint64_t deadline_ns);
-void npx_bp_join_abort(struct bp *bp, enum nproxy_status st, const char *text);
-void npx_bp_refuse_late(struct bp *bp);
-void npx_bp_close_join(struct bp *bp);
+enum nproxy_status npx_bp_listen(struct nproxy_bp *bp);
+enum nproxy_status npx_bp_dial(struct nproxy_bp *bp, uint32_t timeout_ms);
+enum nproxy_status npx_bp_join_step(struct nproxy_bp *bp, uint64_t deadline_ns);
+void npx_bp_join_abort(struct nproxy_bp *bp, enum nproxy_status st, const char *text);
+void npx_bp_refuse_late(struct nproxy_bp *bp);
+void npx_bp_close_join(struct nproxy_bp *bp);
 
 /* bananaphone_liveness.c */
 int npx_bp_pidfd_open(pid_t pid);
-enum nproxy_status npx_bp_check_dead(struct bp *bp);
-enum nproxy_status npx_bp_check_live(struct bp *bp, bool force);
+enum nproxy_status npx_bp_check_dead(struct nproxy_bp *bp);
+enum nproxy_status npx_bp_check_live(struct nproxy_bp *bp, bool force);
 
 /* bananaphone_wait.c */
 enum bp_step {
@@ -215,19 +215,19 @@ enum bp_step {
 	BP_STEP_MOVED	= 1,	/* made progress, not done */
 	BP_STEP_DONE	= 2,
 };
-typedef enum bp_step (*bp_step_fn)(struct bp *bp, void *arg, uint32_t *wait_for);
-enum nproxy_status npx_bp_wait(struct bp *bp, bp_step_fn step, void *arg, uint64_t deadline_ns,
+typedef enum bp_step (*bp_step_fn)(struct nproxy_bp *bp, void *arg, uint32_t *wait_for);
+enum nproxy_status npx_bp_wait(struct nproxy_bp *bp, bp_step_fn step, void *arg, uint64_t deadline_ns,
 			   const char *what);
-void npx_bp_notify(struct bp *bp, uint32_t target, uint32_t source);
-void npx_bp_notify_all(struct bp *bp, bool force);
+void npx_bp_notify(struct nproxy_bp *bp, uint32_t target, uint32_t source);
+void npx_bp_notify_all(struct nproxy_bp *bp, bool force);
 
 /* bananaphone_ring.c */
-enum nproxy_status npx_bp_ring_collective(struct bp *bp, enum bp_op op, const void *data,
+enum nproxy_status npx_bp_ring_collective(struct nproxy_bp *bp, enum bp_op op, const void *data,
 				      size_t len, uint64_t sources, uint8_t **bufs,
 				      size_t *lens, uint64_t deadline_ns);
 
 /* bananaphone_barrier.c */
-void npx_bp_barrier_publish(struct bp *bp, uint64_t seq);
-enum bp_step npx_bp_barrier_check(struct bp *bp, uint64_t seq, uint32_t *wait_for);
+void npx_bp_barrier_publish(struct nproxy_bp *bp, uint64_t seq);
+enum bp_step npx_bp_barrier_check(struct nproxy_bp *bp, uint64_t seq, uint32_t *wait_for);
 
 #endif

@@ -23,7 +23,7 @@ int npx_bp_pidfd_open(pid_t pid)
 	return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
-void bp_abandon(struct bp *bp, uint32_t dead_rank)
+void nproxy_bp_abandon(struct nproxy_bp *bp, uint32_t dead_rank)
 {
 	uint32_t none = 0;
 
@@ -33,27 +33,27 @@ void bp_abandon(struct bp *bp, uint32_t dead_rank)
 				       dead_rank + 1);
 }
 
-uint32_t bp_blame(const struct bp *bp, uint32_t gone_rank)
+uint32_t nproxy_bp_blame(const struct nproxy_bp *bp, uint32_t gone_rank)
 {
 	uint32_t s;
 
 	if (!bp || !bp->ctl || gone_rank >= bp->n)
 		return gone_rank;
-	s = atomic_load(&npx_bp_rank_ctl((struct bp *)bp, gone_rank)->saw_dead);
+	s = atomic_load(&npx_bp_rank_ctl((struct nproxy_bp *)bp, gone_rank)->saw_dead);
 	return s && s - 1 < bp->n ? s - 1 : gone_rank;
 }
 
 /*
  * Poll every peer's pidfd once; a dead (not hung up) one breaks the bus.
  * Several may be gone: a rank that gave up because it saw another die
- * (bp_abandon) is not the one to name while a rank that died on its own
+ * (nproxy_bp_abandon) is not the one to name while a rank that died on its own
  * is among them, and when it is the only one, the rank it saw die is named
  * through it.  Whatever is named is recorded as what made this rank give up.
  */
-enum nproxy_status npx_bp_check_dead(struct bp *bp)
+enum nproxy_status npx_bp_check_dead(struct nproxy_bp *bp)
 {
-	struct pollfd pfd[BP_MAX_RANKS];
-	uint32_t idx[BP_MAX_RANKS];
+	struct pollfd pfd[NPROXY_BP_MAX_RANKS];
+	uint32_t idx[NPROXY_BP_MAX_RANKS];
 	uint32_t r, k = 0;
 	int n;
 
@@ -89,21 +89,21 @@ enum nproxy_status npx_bp_check_dead(struct bp *bp)
 			}
 			continue;
 		}
-		bp_abandon(bp, peer);
+		nproxy_bp_abandon(bp, peer);
 		return npx_bp_fail(bp, NPROXY_PEER_DEAD,
 			       "rank %u (pid %d) died: it exited or was killed without hanging up",
 			       peer, (int)bp->pids[peer]);
 	}
 	if (gave_up < 0)
 		return NPROXY_SUCCESS;
-	bp_abandon(bp, saw);
+	nproxy_bp_abandon(bp, saw);
 	return npx_bp_fail(bp, NPROXY_PEER_DEAD,
 		       "rank %u (pid %d) died (rank %u, pid %d, saw it and exited)",
 		       saw, (int)bp->pids[saw], (uint32_t)gave_up, (int)bp->pids[gave_up]);
 }
 
 /* Rate-limited liveness check for wait loops (force: check now). */
-enum nproxy_status npx_bp_check_live(struct bp *bp, bool force)
+enum nproxy_status npx_bp_check_live(struct nproxy_bp *bp, bool force)
 {
 	uint64_t now = npx_bp_now_ns();
 

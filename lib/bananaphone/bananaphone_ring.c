@@ -32,8 +32,8 @@ struct bp_xfer {
 	uint64_t pending;	/* sources whose message I still miss */
 	uint8_t **bufs;
 	size_t *lens;
-	uint64_t got[BP_MAX_RANKS];
-	bool started[BP_MAX_RANKS];
+	uint64_t got[NPROXY_BP_MAX_RANKS];
+	bool started[NPROXY_BP_MAX_RANKS];
 };
 
 static const char *op_name(uint32_t op)
@@ -49,7 +49,7 @@ static const char *op_name(uint32_t op)
 }
 
 /* Slowest reader of my ring; readers that hung up no longer count. */
-static uint64_t slowest_reader(struct bp *bp)
+static uint64_t slowest_reader(struct nproxy_bp *bp)
 {
 	struct bp_ring_hdr *ring = npx_bp_ring(bp, bp->rank);
 	uint64_t min = bp->head;
@@ -67,7 +67,7 @@ static uint64_t slowest_reader(struct bp *bp)
 	return min;
 }
 
-static bool send_some(struct bp *bp, struct bp_xfer *x)
+static bool send_some(struct nproxy_bp *bp, struct bp_xfer *x)
 {
 	struct bp_ring_hdr *ring = npx_bp_ring(bp, bp->rank);
 	bool sent = false;
@@ -103,7 +103,7 @@ static bool send_some(struct bp *bp, struct bp_xfer *x)
 }
 
 /* Copy out one fragment from ring p (already published).  false: broken. */
-static bool take_fragment(struct bp *bp, struct bp_xfer *x, uint32_t p, uint64_t idx)
+static bool take_fragment(struct nproxy_bp *bp, struct bp_xfer *x, uint32_t p, uint64_t idx)
 {
 	const struct bp_slot_hdr *h = npx_bp_slot(bp, p, idx);
 	struct bp_slot_hdr hdr = *h;
@@ -116,7 +116,7 @@ static bool take_fragment(struct bp *bp, struct bp_xfer *x, uint32_t p, uint64_t
 		return false;
 	}
 	if (!x->started[p]) {
-		if (hdr.msg_len > BP_MAX_BLOB || hdr.frag_off != 0) {
+		if (hdr.msg_len > NPROXY_BP_MAX_BLOB || hdr.frag_off != 0) {
 			npx_bp_fail(bp, NPROXY_FAILURE,
 				"rank %u (pid %d) ring is corrupt: message of %llu bytes starting at %llu",
 				p, (int)bp->pids[p], (unsigned long long)hdr.msg_len,
@@ -149,7 +149,7 @@ static bool take_fragment(struct bp *bp, struct bp_xfer *x, uint32_t p, uint64_t
 	return true;
 }
 
-static enum bp_step xfer_step(struct bp *bp, void *arg, uint32_t *wait_for)
+static enum bp_step xfer_step(struct nproxy_bp *bp, void *arg, uint32_t *wait_for)
 {
 	struct bp_xfer *x = arg;
 	bool moved = false, send_blocked;
@@ -203,7 +203,7 @@ static enum bp_step xfer_step(struct bp *bp, void *arg, uint32_t *wait_for)
 	return BP_STEP_IDLE;
 }
 
-enum nproxy_status npx_bp_ring_collective(struct bp *bp, enum bp_op op, const void *data,
+enum nproxy_status npx_bp_ring_collective(struct nproxy_bp *bp, enum bp_op op, const void *data,
 				      size_t len, uint64_t sources, uint8_t **bufs,
 				      size_t *lens, uint64_t deadline_ns)
 {

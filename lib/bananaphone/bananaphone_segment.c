@@ -48,24 +48,24 @@ size_t npx_bp_segment_size(uint32_t n)
 	return rings_off(n) + n * ring_stride(n);
 }
 
-struct npx_bp_rank_ctl *npx_bp_rank_ctl(struct bp *bp, uint32_t rank)
+struct npx_bp_rank_ctl *npx_bp_rank_ctl(struct nproxy_bp *bp, uint32_t rank)
 {
 	return (struct npx_bp_rank_ctl *)((char *)bp->seg + ranks_off()) + rank;
 }
 
-struct bp_ring_hdr *npx_bp_ring(struct bp *bp, uint32_t rank)
+struct bp_ring_hdr *npx_bp_ring(struct nproxy_bp *bp, uint32_t rank)
 {
 	return (struct bp_ring_hdr *)((char *)bp->seg + rings_off(bp->n) +
 				      rank * ring_stride(bp->n));
 }
 
-void *npx_bp_slot(struct bp *bp, uint32_t rank, uint64_t idx)
+void *npx_bp_slot(struct nproxy_bp *bp, uint32_t rank, uint64_t idx)
 {
 	return (char *)npx_bp_ring(bp, rank) + ring_slots_off(bp->n) +
 	       (size_t)(idx % BP_RING_SLOTS) * BP_SLOT_SIZE;
 }
 
-static enum nproxy_status map_segment(struct bp *bp, int fd, size_t size)
+static enum nproxy_status map_segment(struct nproxy_bp *bp, int fd, size_t size)
 {
 	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 
@@ -78,7 +78,7 @@ static enum nproxy_status map_segment(struct bp *bp, int fd, size_t size)
 	return NPROXY_SUCCESS;
 }
 
-enum nproxy_status npx_bp_segment_create(struct bp *bp)
+enum nproxy_status npx_bp_segment_create(struct nproxy_bp *bp)
 {
 	size_t size = npx_bp_segment_size(bp->n);
 	struct bp_ctl *ctl;
@@ -122,7 +122,7 @@ fail:
 	return st;
 }
 
-enum nproxy_status npx_bp_segment_attach(struct bp *bp, int fd)
+enum nproxy_status npx_bp_segment_attach(struct nproxy_bp *bp, int fd)
 {
 	size_t size = npx_bp_segment_size(bp->n);
 	const struct bp_ctl *ctl;
@@ -152,7 +152,7 @@ enum nproxy_status npx_bp_segment_attach(struct bp *bp, int fd)
 	return NPROXY_SUCCESS;
 }
 
-void npx_bp_segment_unmap(struct bp *bp)
+void npx_bp_segment_unmap(struct nproxy_bp *bp)
 {
 	if (bp->seg)
 		munmap(bp->seg, bp->seg_size);

@@ -55,7 +55,7 @@ static bool peer_cred(int fd, struct ucred *cred)
 	return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cred, &len) == 0 && len == sizeof(*cred);
 }
 
-enum nproxy_status npx_bp_listen(struct bp *bp)
+enum nproxy_status npx_bp_listen(struct nproxy_bp *bp)
 {
 	struct sockaddr_un sun;
 	unsigned int len;
@@ -77,7 +77,7 @@ enum nproxy_status npx_bp_listen(struct bp *bp)
 		return npx_bp_error(bp, NPROXY_FAILURE, "bind '@%s': %s", sun.sun_path + 1,
 				strerror(err));
 	}
-	if (listen(fd, BP_MAX_RANKS) < 0) {
+	if (listen(fd, NPROXY_BP_MAX_RANKS) < 0) {
 		close(fd);
 		return npx_bp_error(bp, NPROXY_FAILURE, "listen: %s", strerror(errno));
 	}
@@ -101,7 +101,7 @@ static int ms_until(uint64_t deadline_ns)
 	return (int)((deadline_ns - now + 999999) / 1000000);
 }
 
-enum nproxy_status npx_bp_dial(struct bp *bp, int timeout_ms)
+enum nproxy_status npx_bp_dial(struct nproxy_bp *bp, uint32_t timeout_ms)
 {
 	uint64_t deadline = npx_bp_deadline_ns(timeout_ms);
 	struct bp_wire_hello hello;
@@ -126,7 +126,7 @@ enum nproxy_status npx_bp_dial(struct bp *bp, int timeout_ms)
 					sun.sun_path + 1, strerror(err));
 		if (npx_bp_now_ns() >= deadline)
 			return npx_bp_error(bp, NPROXY_TIMEOUT,
-					"no leader after %d ms (abstract socket '@%s')",
+					"no leader after %u ms (abstract socket '@%s')",
 					timeout_ms, sun.sun_path + 1);
 		sleep_ms(backoff);
 		if (backoff < 16)
@@ -166,7 +166,7 @@ enum nproxy_status npx_bp_dial(struct bp *bp, int timeout_ms)
 			return npx_bp_error(bp, NPROXY_FAILURE, "sending the join request: %s",
 					strerror(errno));
 		if (npx_bp_now_ns() >= deadline)
-			return npx_bp_error(bp, NPROXY_TIMEOUT, "leader did not take the join request in %d ms",
+			return npx_bp_error(bp, NPROXY_TIMEOUT, "leader did not take the join request in %u ms",
 					timeout_ms);
 		poll(&pfd, 1, ms_until(deadline));
 	}
@@ -178,7 +178,7 @@ static void send_reply(int fd, enum bp_wire_type type, enum nproxy_status st, co
 		       const int *fds, uint32_t n_fds)
 {
 	union {
-		char buf[CMSG_SPACE(sizeof(int) * (BP_MAX_RANKS + 1))];
+		char buf[CMSG_SPACE(sizeof(int) * (NPROXY_BP_MAX_RANKS + 1))];
 		struct cmsghdr align;
 	} cbuf;
 	struct bp_wire_reply reply;
@@ -223,7 +223,7 @@ static void drain(int fd)
 			return;
 }
 
-static void conn_drop(struct bp *bp, uint32_t i)
+static void conn_drop(struct nproxy_bp *bp, uint32_t i)
 {
 	struct bp_conn *c = &bp->conns[i];
 
@@ -237,9 +237,9 @@ static void conn_drop(struct bp *bp, uint32_t i)
 	bp->conns[bp->n_conns].joined = false;
 }
 
-static void conn_refuse(struct bp *bp, uint32_t i, enum nproxy_status st, const char *fmt, ...)
+static void conn_refuse(struct nproxy_bp *bp, uint32_t i, enum nproxy_status st, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-static void conn_refuse(struct bp *bp, uint32_t i, enum nproxy_status st, const char *fmt, ...)
+static void conn_refuse(struct nproxy_bp *bp, uint32_t i, enum nproxy_status st, const char *fmt, ...)
 {
 	char text[200];
 	va_list ap;
@@ -254,7 +254,7 @@ static void conn_refuse(struct bp *bp, uint32_t i, enum nproxy_status st, const 
 	conn_drop(bp, i);
 }
 
-static void accept_all(struct bp *bp)
+static void accept_all(struct nproxy_bp *bp)
 {
 	for (;;) {
 		struct ucred cred;
@@ -286,9 +286,9 @@ static void accept_all(struct bp *bp)
 	}
 }
 
-static enum nproxy_status follower_lost(struct bp *bp, uint32_t i, bool said_bye);
+static enum nproxy_status follower_lost(struct nproxy_bp *bp, uint32_t i, bool said_bye);
 
-static void take_hello(struct bp *bp, uint32_t i, const struct bp_wire_hello *h, ssize_t n)
+static void take_hello(struct nproxy_bp *bp, uint32_t i, const struct bp_wire_hello *h, ssize_t n)
 {
 	struct bp_conn *c = &bp->conns[i];
 	uint32_t j;
@@ -333,7 +333,7 @@ static void take_hello(struct bp *bp, uint32_t i, const struct bp_wire_hello *h,
 }
 
 /* Joined follower went away before the welcome: nobody can complete the job. */
-static enum nproxy_status follower_lost(struct bp *bp, uint32_t i, bool said_bye)
+static enum nproxy_status follower_lost(struct nproxy_bp *bp, uint32_t i, bool said_bye)
 {
 	struct bp_conn *c = &bp->conns[i];
 	struct pollfd pfd = { .fd = c->pidfd, .events = POLLIN };
@@ -355,7 +355,7 @@ static enum nproxy_status follower_lost(struct bp *bp, uint32_t i, bool said_bye
 	return npx_bp_fail(bp, st, "%s", text);
 }
 
-static enum nproxy_status conn_input(struct bp *bp, uint32_t i, short revents)
+static enum nproxy_status conn_input(struct nproxy_bp *bp, uint32_t i, short revents)
 {
 	struct bp_conn *c = &bp->conns[i];
 	union {
@@ -393,9 +393,9 @@ static enum nproxy_status conn_input(struct bp *bp, uint32_t i, short revents)
 	return NPROXY_SUCCESS;
 }
 
-static enum nproxy_status send_welcomes(struct bp *bp)
+static enum nproxy_status send_welcomes(struct nproxy_bp *bp)
 {
-	int fds[BP_MAX_RANKS + 1];
+	int fds[NPROXY_BP_MAX_RANKS + 1];
 	uint32_t i;
 	int self;
 
@@ -444,7 +444,7 @@ static enum nproxy_status send_welcomes(struct bp *bp)
 	return npx_bp_check_live(bp, true);
 }
 
-static enum nproxy_status leader_join_step(struct bp *bp, uint64_t deadline_ns)
+static enum nproxy_status leader_join_step(struct nproxy_bp *bp, uint64_t deadline_ns)
 {
 	struct pollfd pfd[1 + BP_MAX_CONNS];
 	enum nproxy_status st;
@@ -500,7 +500,7 @@ static enum nproxy_status leader_join_step(struct bp *bp, uint64_t deadline_ns)
 
 /* ---- follower side ---- */
 
-static enum nproxy_status leader_lost(struct bp *bp)
+static enum nproxy_status leader_lost(struct nproxy_bp *bp)
 {
 	struct pollfd pfd = { .fd = bp->pidfds[0], .events = POLLIN };
 
@@ -514,7 +514,7 @@ static enum nproxy_status leader_lost(struct bp *bp)
 		       (int)bp->pids[0]);
 }
 
-static enum nproxy_status take_welcome(struct bp *bp, const struct bp_wire_reply *reply,
+static enum nproxy_status take_welcome(struct nproxy_bp *bp, const struct bp_wire_reply *reply,
 				       const int *fds, uint32_t n_fds)
 {
 	enum nproxy_status st;
@@ -543,17 +543,17 @@ static enum nproxy_status take_welcome(struct bp *bp, const struct bp_wire_reply
 	return npx_bp_check_live(bp, true);
 }
 
-static enum nproxy_status follower_join_step(struct bp *bp, uint64_t deadline_ns)
+static enum nproxy_status follower_join_step(struct nproxy_bp *bp, uint64_t deadline_ns)
 {
 	union {
-		char buf[CMSG_SPACE(sizeof(int) * (BP_MAX_RANKS + 1))];
+		char buf[CMSG_SPACE(sizeof(int) * (NPROXY_BP_MAX_RANKS + 1))];
 		struct cmsghdr align;
 	} cbuf;
 	struct pollfd pfd = { .fd = bp->sock, .events = POLLIN };
 	struct bp_wire_reply reply;
 	struct iovec iov = { .iov_base = &reply, .iov_len = sizeof(reply) };
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
-	int fds[BP_MAX_RANKS + 1];
+	int fds[NPROXY_BP_MAX_RANKS + 1];
 	enum nproxy_status st;
 	uint32_t n_fds = 0, k;
 	struct cmsghdr *cm;
@@ -595,7 +595,7 @@ static enum nproxy_status follower_join_step(struct bp *bp, uint64_t deadline_ns
 			int fd;
 
 			memcpy(&fd, CMSG_DATA(cm) + k * sizeof(int), sizeof(int));
-			if (n_fds < BP_MAX_RANKS + 1)
+			if (n_fds < NPROXY_BP_MAX_RANKS + 1)
 				fds[n_fds++] = fd;
 			else
 				close(fd);
@@ -626,7 +626,7 @@ static enum nproxy_status follower_join_step(struct bp *bp, uint64_t deadline_ns
 }
 
 /* Make join progress until the deadline (0: poll once); SUCCESS may still be JOINING. */
-enum nproxy_status npx_bp_join_step(struct bp *bp, uint64_t deadline_ns)
+enum nproxy_status npx_bp_join_step(struct nproxy_bp *bp, uint64_t deadline_ns)
 {
 	if (bp->state != BP_S_JOINING)
 		return NPROXY_SUCCESS;
@@ -636,7 +636,7 @@ enum nproxy_status npx_bp_join_step(struct bp *bp, uint64_t deadline_ns)
 }
 
 /* Tell everyone in the join phase that it is over; release the name. */
-void npx_bp_join_abort(struct bp *bp, enum nproxy_status st, const char *text)
+void npx_bp_join_abort(struct nproxy_bp *bp, enum nproxy_status st, const char *text)
 {
 	if (bp->leader) {
 		while (bp->n_conns) {
@@ -661,7 +661,7 @@ void npx_bp_join_abort(struct bp *bp, enum nproxy_status st, const char *text)
 }
 
 /* Leader, job complete: answer latecomers instead of leaving them hanging. */
-void npx_bp_refuse_late(struct bp *bp)
+void npx_bp_refuse_late(struct nproxy_bp *bp)
 {
 	for (;;) {
 		int fd = accept4(bp->sock, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -677,7 +677,7 @@ void npx_bp_refuse_late(struct bp *bp)
 	}
 }
 
-void npx_bp_close_join(struct bp *bp)
+void npx_bp_close_join(struct nproxy_bp *bp)
 {
 	while (bp->n_conns)
 		conn_drop(bp, bp->n_conns - 1);

@@ -54,7 +54,7 @@ static void futex_wake(_Atomic uint32_t *word)
  * Wake `target` if it sleeps waiting for `source` (a rank), for anything
  * (BP_WAIT_ANY), or unconditionally when source == BP_WAIT_ANY.
  */
-void npx_bp_notify(struct bp *bp, uint32_t target, uint32_t source)
+void npx_bp_notify(struct nproxy_bp *bp, uint32_t target, uint32_t source)
 {
 	struct npx_bp_rank_ctl *rc = npx_bp_rank_ctl(bp, target);
 	uint32_t wf;
@@ -69,7 +69,7 @@ void npx_bp_notify(struct bp *bp, uint32_t target, uint32_t source)
 }
 
 /* force: wake every sleeper whatever it waits for (hangup, barrier). */
-void npx_bp_notify_all(struct bp *bp, bool force)
+void npx_bp_notify_all(struct nproxy_bp *bp, bool force)
 {
 	uint32_t r;
 
@@ -79,7 +79,7 @@ void npx_bp_notify_all(struct bp *bp, bool force)
 }
 
 /* A peer hung up (step error PEER_LEFT): a death elsewhere is the root cause. */
-static enum nproxy_status step_failed(struct bp *bp)
+static enum nproxy_status step_failed(struct nproxy_bp *bp)
 {
 	enum nproxy_status st = bp->sticky;
 
@@ -93,7 +93,7 @@ static enum nproxy_status step_failed(struct bp *bp)
  * Timeouts are reported with npx_bp_error() (not sticky): the caller decides
  * whether the bus survives them.
  */
-enum nproxy_status npx_bp_wait(struct bp *bp, bp_step_fn step, void *arg, uint64_t deadline_ns,
+enum nproxy_status npx_bp_wait(struct nproxy_bp *bp, bp_step_fn step, void *arg, uint64_t deadline_ns,
 			   const char *what)
 {
 	struct npx_bp_rank_ctl *me = npx_bp_rank_ctl(bp, bp->rank);

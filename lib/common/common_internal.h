@@ -19,11 +19,25 @@
 #define NPX_COMMON_INTERNAL_H
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 #include <unistd.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
+#include <nproxy/status.h>
+
+/*
+ * The check of every public *_opts struct, whose first field is
+ * `uint32_t size` (the caller's sizeof): NPROXY_INVALID, logged with `what`,
+ * when opts is NULL, size is 0 or below min_size (the first released
+ * layout), or when bytes past known_size (this library's sizeof) are not 0.
+ */
+enum nproxy_status npx_opts_check(const void *opts, size_t min_size, size_t known_size,
+				  const char *what);
+/* The usual call: a struct whose layout has not grown since it was released. */
+#define NPX_OPTS_CHECK(opts, what) \
+	npx_opts_check((opts), sizeof(*(opts)), sizeof(*(opts)), (what))
 
 struct wake {
 	uint32_t seq;		/* the futex word: bumped by every signal */

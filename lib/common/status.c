@@ -20,9 +20,13 @@ const char *nproxy_status_str(enum nproxy_status st)
 		[NPROXY_PERM] = "NPROXY_PERM",
 		[NPROXY_BUSY] = "NPROXY_BUSY",
 		[NPROXY_CANCELLED] = "NPROXY_CANCELLED",
+		[NPROXY_NOT_FOUND] = "NPROXY_NOT_FOUND",
 	};
+	/* Per thread: two threads naming unknown codes get their own text. */
+	static __thread char unknown[32];
 
 	if ((unsigned int)st < sizeof(names) / sizeof(names[0]) && names[st])
 		return names[st];
-	return "NPROXY_UNKNOWN";
+	snprintf(unknown, sizeof(unknown), "NPROXY_UNKNOWN(%d)", (int)st);
+	return unknown;
 }

@@ -7,6 +7,9 @@
  * reject exactly the same programs and the error names the bad step.
  */
 #include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -76,34 +79,36 @@ const char *nproxy_hs_backend_name(enum nproxy_hs_backend b)
 	return "unknown";
 }
 
-static bool opts_tail_is_zero(const struct nproxy_hs_opts *opts)
+/*
+ * Log a failed call on hs and keep its text for nproxy_hs_strerror(); the
+ * prefix names the region and rank, as every handshake message does.
+ */
+static void hs_err(struct nproxy_hs *hs, enum nproxy_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void hs_err(struct nproxy_hs *hs, enum nproxy_log_level level, const char *fmt, ...)
 {
-	const unsigned char *p = (const unsigned char *)opts;
-	size_t i;
+	va_list ap;
+	int n;
 
-	for (i = sizeof(*opts); i < opts->sz; i++)
-		if (p[i])
-			return false;
-	return true;
+	n = snprintf(hs->err, sizeof(hs->err), "handshake region %u (rank %u): ",
+		     hs->info->region_id, hs->rank);
+	if (n < 0 || (size_t)n >= sizeof(hs->err))
+		n = 0;
+	va_start(ap, fmt);
+	vsnprintf(hs->err + n, sizeof(hs->err) - (size_t)n, fmt, ap);
+	va_end(ap);
+	nproxy_log(level, "%s", hs->err);
+}
+
+const char *nproxy_hs_strerror(const struct nproxy_hs *hs)
+{
+	return hs ? hs->err : "";
 }
 
 static enum nproxy_status check_opts(const struct nproxy_hs_opts *opts)
 {
-	if (!opts) {
-		nproxy_log(NPROXY_LOG_ERROR, "handshake: open: opts is NULL");
+	if (NPX_OPTS_CHECK(opts, "handshake: open"))
 		return NPROXY_INVALID;
-	}
-	if (opts->sz < sizeof(*opts)) {
-		nproxy_log(NPROXY_LOG_ERROR, "handshake: open: opts->sz %zu < %zu (set it to sizeof)",
-			   opts->sz, sizeof(*opts));
-		return NPROXY_INVALID;
-	}
-	if (!opts_tail_is_zero(opts)) {
-		nproxy_log(NPROXY_LOG_ERROR,
-			   "handshake: open: opts->sz %zu has non-zero fields this library does not know",
-			   opts->sz);
-		return NPROXY_INVALID;
-	}
 	if ((unsigned int)opts->backend > NPROXY_HS_MEMFD) {
 		nproxy_log(NPROXY_LOG_ERROR, "handshake: open: unknown backend %d", (int)opts->backend);
 		return NPROXY_INVALID;
@@ -346,15 +351,14 @@ static const char *step_problem(const struct nproxy_hs *hs, const struct nproxy_
 	return "unknown op";
 }
 
-static enum nproxy_status validate_program(const struct nproxy_hs *hs,
+static enum nproxy_status validate_program(struct nproxy_hs *hs,
 					   const struct nproxy_prog_step *steps, uint32_t n_steps)
 {
 	uint32_t i;
 
 	if (!steps || n_steps < 1 || n_steps > NPROXY_MAX_PROG_STEPS) {
-		nproxy_log(NPROXY_LOG_ERROR,
-			   "handshake region %u (rank %u): submit: %u steps at %p: need 1..%u steps",
-			   hs->info->region_id, hs->rank, n_steps, (const void *)steps,
+		hs_err(hs, NPROXY_LOG_ERROR,
+			   "submit: %u steps at %p: need 1..%u steps", n_steps, (const void *)steps,
 			   NPROXY_MAX_PROG_STEPS);
 		return NPROXY_INVALID;
 	}
@@ -362,9 +366,8 @@ static enum nproxy_status validate_program(const struct nproxy_hs *hs,
 		const char *problem = step_problem(hs, &steps[i]);
 
 		if (problem) {
-			nproxy_log(NPROXY_LOG_ERROR,
-				   "handshake region %u (rank %u): submit: step %u (op %u %s, index %u): %s",
-				   hs->info->region_id, hs->rank, i, steps[i].op,
+			hs_err(hs, NPROXY_LOG_ERROR,
+				   "submit: step %u (op %u %s, index %u): %s", i, steps[i].op,
 				   step_op_name(steps[i].op), steps[i].index, problem);
 			return NPROXY_INVALID;
 		}
@@ -411,9 +414,8 @@ enum nproxy_status nproxy_hs_submit(struct nproxy_hs *hs, const struct nproxy_pr
 	record_prog(hs->proxy_state, steps, n_steps);
 	st = hs->ops->submit(hs, steps, n_steps, seq);
 	if (st == NPROXY_BUSY)
-		nproxy_log(NPROXY_LOG_DEBUG,
-			   "handshake region %u (rank %u): submit: a program is running or not collected",
-			   hs->info->region_id, hs->rank);
+		hs_err(hs, NPROXY_LOG_DEBUG,
+			   "submit: a program is running or not collected");
 	return st;
 }
 
@@ -427,8 +429,7 @@ enum nproxy_status nproxy_hs_cancel(struct nproxy_hs *hs)
 	}
 	st = hs->ops->cancel(hs);
 	if (st == NPROXY_INVALID)
-		nproxy_log(NPROXY_LOG_DEBUG, "handshake region %u (rank %u): cancel: no program running",
-			   hs->info->region_id, hs->rank);
+		hs_err(hs, NPROXY_LOG_DEBUG, "cancel: no program running");
 	return st;
 }
 
@@ -444,7 +445,7 @@ static enum nproxy_status status_of_prog_state(uint32_t state)
 	}
 }
 
-enum nproxy_status nproxy_hs_wait(struct nproxy_hs *hs, int timeout_ms,
+enum nproxy_status nproxy_hs_wait(struct nproxy_hs *hs, uint32_t timeout_ms,
 				  struct nproxy_prog_result *result)
 {
 	struct nproxy_prog_result res;
@@ -454,25 +455,20 @@ enum nproxy_status nproxy_hs_wait(struct nproxy_hs *hs, int timeout_ms,
 		nproxy_log(NPROXY_LOG_ERROR, "handshake: wait: region is NULL");
 		return NPROXY_INVALID_HANDLE;
 	}
-	if (timeout_ms < 0) {
-		nproxy_log(NPROXY_LOG_ERROR,
-			   "handshake region %u (rank %u): wait: timeout_ms %d < 0 (every wait has a deadline)",
-			   hs->info->region_id, hs->rank, timeout_ms);
-		return NPROXY_INVALID;
-	}
+	/* The backends count in int milliseconds; longer is no deadline anyone means. */
+	if (timeout_ms > INT_MAX)
+		timeout_ms = INT_MAX;
 	memset(&res, 0, sizeof(res));
-	st = hs->ops->wait(hs, timeout_ms, &res);
+	st = hs->ops->wait(hs, (int)timeout_ms, &res);
 	if (st == NPROXY_INVALID)
-		nproxy_log(NPROXY_LOG_ERROR, "handshake region %u (rank %u): wait: no program submitted",
-			   hs->info->region_id, hs->rank);
+		hs_err(hs, NPROXY_LOG_ERROR, "wait: no program submitted");
 	if (st != NPROXY_SUCCESS)
 		return st;
 	if (result)
 		*result = res;
 	if (res.state == NPROXY_PROG_TIMEDOUT)
-		nproxy_log(NPROXY_LOG_INFO,
-			   "handshake region %u (rank %u): program %llu timed out at step %u",
-			   hs->info->region_id, hs->rank, (unsigned long long)res.seq,
+		hs_err(hs, NPROXY_LOG_INFO,
+			   "program %llu timed out at step %u", (unsigned long long)res.seq,
 			   res.failed_step);
 	return status_of_prog_state(res.state);
 }

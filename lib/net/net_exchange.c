@@ -14,6 +14,7 @@ enum nproxy_status npx_net_xchg_open(struct net_xchg *x, const struct nproxy_net
 				 int timeout_ms)
 {
 	const char *root = opts->root ? opts->root : getenv("NPROXY_ROOT_COMM_ID");
+	struct nproxy_rdzv_opts ro = NPROXY_RDZV_OPTS_INIT;
 
 	memset(x, 0, sizeof(*x));
 	x->rank = opts->rank;
@@ -22,10 +23,10 @@ enum nproxy_status npx_net_xchg_open(struct net_xchg *x, const struct nproxy_net
 	if (opts->n_ranks == 1)
 		return NPROXY_SUCCESS;
 	if (opts->bp) {
-		if (bp_size(opts->bp) != opts->n_ranks || bp_rank(opts->bp) != opts->rank) {
+		if (nproxy_bp_size(opts->bp) != opts->n_ranks || nproxy_bp_rank(opts->bp) != opts->rank) {
 			nproxy_log(NPROXY_LOG_ERROR,
 				   "net rank %u of %u: the bananaphone bus is rank %u of %u, not this comm",
-				   opts->rank, opts->n_ranks, bp_rank(opts->bp), bp_size(opts->bp));
+				   opts->rank, opts->n_ranks, nproxy_bp_rank(opts->bp), nproxy_bp_size(opts->bp));
 			return NPROXY_INVALID;
 		}
 		x->bp = opts->bp;
@@ -37,7 +38,11 @@ enum nproxy_status npx_net_xchg_open(struct net_xchg *x, const struct nproxy_net
 			   opts->rank, opts->n_ranks);
 		return NPROXY_INVALID;
 	}
-	return nproxy_rdzv_open(root, opts->rank, opts->n_ranks, timeout_ms, &x->rz);
+	ro.rank = opts->rank;
+	ro.n_ranks = opts->n_ranks;
+	ro.timeout_ms = (uint32_t)timeout_ms;
+	ro.root = root;
+	return nproxy_rdzv_open(&ro, &x->rz);
 }
 
 enum nproxy_status npx_net_xchg_allgather(struct net_xchg *x, const void *blob, size_t len,
@@ -55,10 +60,10 @@ enum nproxy_status npx_net_xchg_allgather(struct net_xchg *x, const void *blob, 
 		return NPROXY_SUCCESS;
 	}
 	if (x->bp) {
-		st = bp_allgather(x->bp, blob, len, all, lens, offs, x->timeout_ms);
+		st = nproxy_bp_allgather(x->bp, blob, len, all, lens, offs, x->timeout_ms);
 		if (st != NPROXY_SUCCESS)
 			nproxy_log(NPROXY_LOG_ERROR, "net rank %u: bananaphone all-gather: %s",
-				   x->rank, bp_strerror(x->bp));
+				   x->rank, nproxy_bp_strerror(x->bp));
 		return st;
 	}
 	return nproxy_rdzv_allgather(x->rz, blob, len, all, lens, offs);
@@ -81,6 +86,6 @@ const char *npx_net_xchg_strerror(const struct net_xchg *x)
 	if (x->rz)
 		return nproxy_rdzv_strerror(x->rz);
 	if (x->bp)
-		return bp_strerror(x->bp);
+		return nproxy_bp_strerror(x->bp);
 	return "";
 }

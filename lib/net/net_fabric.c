@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <nproxy/log.h>
+#include "common/common_internal.h"
 #include "net_internal.h"
 
 #define NET_FI_VERSION	FI_VERSION(1, 17)
@@ -278,11 +279,15 @@ NPROXY_API enum nproxy_status nproxy_net_open(const struct nproxy_net_opts *opts
 	if (!out)
 		return NPROXY_INVALID;
 	*out = NULL;
-	if (!opts || opts->sz < sizeof(*opts) || opts->rdzv_timeout_ms < 0 || !opts->n_ranks ||
-	    opts->n_ranks > NPROXY_NET_MAX_RANKS || opts->rank >= opts->n_ranks ||
-	    opts->comm_id > NPROXY_NET_MAX_COMM_ID || opts->timeout_ms < 0) {
-		nproxy_log(NPROXY_LOG_ERROR, "nproxy_net_open: bad options (rank %u of %u, comm %u)",
-			   opts ? opts->rank : 0, opts ? opts->n_ranks : 0, opts ? opts->comm_id : 0);
+	if (NPX_OPTS_CHECK(opts, "nproxy_net_open"))
+		return NPROXY_INVALID;
+	if (!opts->n_ranks || opts->n_ranks > NPROXY_NET_MAX_RANKS || opts->rank >= opts->n_ranks ||
+	    opts->comm_id > NPROXY_NET_MAX_COMM_ID || opts->timeout_ms > NET_MAX_TIMEOUT_MS ||
+	    opts->rdzv_timeout_ms > NET_MAX_TIMEOUT_MS) {
+		nproxy_log(NPROXY_LOG_ERROR,
+			   "nproxy_net_open: bad options (rank %u of %u, comm %u, timeouts %u/%u ms of at most %u)",
+			   opts->rank, opts->n_ranks, opts->comm_id, opts->timeout_ms,
+			   opts->rdzv_timeout_ms, NET_MAX_TIMEOUT_MS);
 		return NPROXY_INVALID;
 	}
 	net = calloc(1, sizeof(*net));
@@ -294,7 +299,7 @@ NPROXY_API enum nproxy_status nproxy_net_open(const struct nproxy_net_opts *opts
 	net->comm_id = opts->comm_id;
 	net->credits = opts->credits ? opts->credits :
 		(uint32_t)env_int("NPROXY_NET_CREDITS", NPROXY_NET_DEFAULT_CREDITS, 1, 4096);
-	net->timeout_ms = opts->timeout_ms ? opts->timeout_ms :
+	net->timeout_ms = opts->timeout_ms ? (int)opts->timeout_ms :
 		env_int("NPROXY_NET_TIMEOUT_MS", NPROXY_NET_DEFAULT_TIMEOUT_MS, 1, 3600 * 1000);
 	net->peers = calloc(net->n_ranks, sizeof(*net->peers));
 	net->inflight = calloc(2 * (size_t)net->n_ranks, sizeof(*net->inflight));
@@ -304,7 +309,7 @@ NPROXY_API enum nproxy_status nproxy_net_open(const struct nproxy_net_opts *opts
 	if (!net->peers || !net->inflight || !net->chan_stamp || !net->last_activity_ms)
 		goto fail;
 
-	st = npx_net_xchg_open(&x, opts, opts->rdzv_timeout_ms ? opts->rdzv_timeout_ms :
+	st = npx_net_xchg_open(&x, opts, opts->rdzv_timeout_ms ? (int)opts->rdzv_timeout_ms :
 			   env_int("NPROXY_NET_RDZV_TIMEOUT_MS", NPROXY_NET_DEFAULT_RDZV_TIMEOUT_MS,
 				   1, 3600 * 1000));
 	if (st != NPROXY_SUCCESS)

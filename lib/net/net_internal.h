@@ -108,6 +108,9 @@ struct net_barrier;
 
 #define NET_MAX_BLOCKS	64
 #define NET_NONE	UINT32_MAX
+/* Largest timeout an option may ask for (the environment's limit too): one
+ * hour, which also keeps it an int for the millisecond clock arithmetic. */
+#define NET_MAX_TIMEOUT_MS	(3600u * 1000u)
 
 struct nproxy_net {
 	pthread_mutex_t lock;		/* serialises entry points (FI_THREAD_DOMAIN) */
@@ -179,7 +182,7 @@ void npx_net_shm_sweep_at_open(struct nproxy_net *net);
 /* net_exchange.c: all-gathers over bananaphone or the TCP rendezvous */
 struct net_xchg {
 	struct nproxy_rdzv *rz;
-	struct bp *bp;
+	struct nproxy_bp *bp;
 	uint32_t rank, n_ranks;
 	int timeout_ms;
 };

@@ -35,6 +35,7 @@
 #include <sys/socket.h>
 #include <nproxy/log.h>
 #include <nproxy/net.h>
+#include "common/common_internal.h"
 
 #define RDZV_MAGIC	0x6e70727a76303031ull	/* "nprzv001" */
 #define RDZV_ABORT	0x6e70727a61626f72ull	/* "nprzabor": never a valid length */
@@ -455,16 +456,29 @@ static enum nproxy_status peer_connect(struct nproxy_rdzv *rz, const char *host,
 	return NPROXY_TIMEOUT;
 }
 
-NPROXY_API enum nproxy_status nproxy_rdzv_open(const char *root, uint32_t rank,
-					       uint32_t n_ranks, int timeout_ms,
+NPROXY_API enum nproxy_status nproxy_rdzv_open(const struct nproxy_rdzv_opts *opts,
 					       struct nproxy_rdzv **out)
 {
+	uint32_t rank, n_ranks, timeout_ms;
 	char host[128], port[16];
 	struct nproxy_rdzv *rz;
 	enum nproxy_status st;
+	const char *root;
 
+	if (!out)
+		return NPROXY_INVALID;
 	*out = NULL;
-	if (!root || !n_ranks || rank >= n_ranks || timeout_ms <= 0) {
+	st = NPX_OPTS_CHECK(opts, "rendezvous: open");
+	if (st)
+		return st;
+	root = opts->root;
+	rank = opts->rank;
+	n_ranks = opts->n_ranks;
+	timeout_ms = opts->timeout_ms ? opts->timeout_ms : NPROXY_NET_DEFAULT_RDZV_TIMEOUT_MS;
+	/* Kept as int inside (deadline arithmetic on int64_t milliseconds). */
+	if (timeout_ms > INT32_MAX)
+		timeout_ms = INT32_MAX;
+	if (!root || !n_ranks || rank >= n_ranks) {
 		nproxy_log(NPROXY_LOG_ERROR, "rendezvous: bad arguments (root %s, rank %u of %u)",
 			   root ? root : "(unset: NPROXY_ROOT_COMM_ID)", rank, n_ranks);
 		return NPROXY_INVALID;
@@ -478,7 +492,7 @@ NPROXY_API enum nproxy_status nproxy_rdzv_open(const char *root, uint32_t rank,
 		return NPROXY_RESOURCE;
 	rz->rank = rank;
 	rz->n_ranks = n_ranks;
-	rz->timeout_ms = timeout_ms;
+	rz->timeout_ms = (int)timeout_ms;
 	rz->fd = -1;
 	snprintf(rz->root, sizeof(rz->root), "%s", root);
 	if (rank == 0) {

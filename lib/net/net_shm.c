@@ -26,6 +26,7 @@
 #include <unistd.h>
 #include <rdma/fi_cm.h>
 #include <nproxy/log.h>
+#include "common/common_internal.h"
 #include "net_internal.h"
 
 #define SHM_DIR		"/dev/shm"
@@ -193,7 +194,7 @@ NPROXY_API enum nproxy_status nproxy_net_shm_sweep(const struct nproxy_shm_sweep
 
 	if (n_removed)
 		*n_removed = 0;
-	if (o && o->sz < sizeof(*o))
+	if (o && NPX_OPTS_CHECK(o, "shm sweep"))
 		return NPROXY_INVALID;
 	d = opendir(dir);
 	if (!d) {

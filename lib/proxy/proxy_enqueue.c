@@ -87,32 +87,20 @@ enum nproxy_status nproxy_enq_proxy_tasks(struct nproxy_comm *comm, const struct
 	enum nproxy_status rc;
 	uint64_t ctx;
 
-	if (!comm || !in || in->sz < sizeof(op)) {
-		nproxy_log(NPROXY_LOG_ERROR, "nproxy_enq_proxy_tasks: invalid arguments");
+	if (!comm)
 		return NPROXY_INVALID;
-	}
+	if (NPX_OPTS_CHECK(in, "nproxy_enq_proxy_tasks"))
+		return npx_comm_err(comm, NPROXY_INVALID, "nproxy_enq_proxy_tasks: bad op size");
 	memcpy(&op, in, sizeof(op));
-	if (in->sz > sizeof(op)) {
-		/* A newer caller's fields this library does not know must be zero. */
-		const unsigned char *tail = (const unsigned char *)in + sizeof(op);
-		size_t i;
-
-		for (i = 0; i < in->sz - sizeof(op); i++)
-			if (tail[i])
-				return NPROXY_INVALID;
-	}
 	rc = resolve_op(comm, &op, words, &words_from_hs, &dev);
 	if (rc != NPROXY_SUCCESS) {
-		nproxy_log(NPROXY_LOG_ERROR,
-			   "[nec_dev %u] rank %u: invalid CC op (streams_n %u, trigger words, sems)",
-			   comm->device_index, comm->rank, op.streams_n);
-		return rc;
+		return npx_comm_err(comm, rc, "invalid CC op (streams_n %u, trigger words, sems)",
+				    op.streams_n);
 	}
 	ctx = op.ctx ? op.ctx : __atomic_fetch_add(&comm->next_ctx, 1, __ATOMIC_RELAXED);
 	if (op.ctx && ctx_in_use(comm->queue, comm, ctx)) {
-		nproxy_log(NPROXY_LOG_ERROR, "[nec_dev %u] rank %u: ctx %llu is still in use",
-			   comm->device_index, comm->rank, (unsigned long long)ctx);
-		return NPROXY_BUSY;
+		return npx_comm_err(comm, NPROXY_BUSY, "ctx %llu is still in use",
+				    (unsigned long long)ctx);
 	}
 
 	net_st = npx_proxy_status_new(comm, ctx, NPROXY_TASK_NETWORK);

@@ -204,7 +204,7 @@ struct proxy_cache {
 
 struct nproxy_comm {
 	uint32_t rank, n_ranks, device_index, ranks_per_proxy, gid, flags;
-	uint32_t timeout_s;
+	uint32_t timeout_ms;		/* nproxy_wait_status() with timeout 0 */
 	uint64_t spin_ns;		/* consumer spin window before it parks */
 	/* hs calls back on every trigger store: trigger waits need no polling */
 	bool trigger_notify;
@@ -226,6 +226,18 @@ struct nproxy_comm {
 	/* The hs region's proxy-state page (proxy_state.c), or NULL. */
 	struct nproxy_proxy_state *pub;
 };
+
+/*
+ * Record why a call on comm failed (this thread's text for
+ * nproxy_comm_strerror(); comm NULL: a failed nproxy_comm_open()), log it
+ * at ERROR and return st.
+ */
+enum nproxy_status npx_comm_err(const struct nproxy_comm *comm, enum nproxy_status st,
+				const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The same without the log line: for failures logged in the reference
+ * runtime's own words by the caller. */
+enum nproxy_status npx_comm_note(const struct nproxy_comm *comm, enum nproxy_status st,
+				 const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* ---- proxy_queue.c ---- */
 struct proxy_queue *npx_proxy_queue_create(uint32_t gid, enum nproxy_idle_policy policy,

@@ -137,20 +137,9 @@ static enum nproxy_status create_group_queue(uint32_t gid, enum nproxy_idle_poli
 static enum nproxy_status check_opts(const struct nproxy_comm_opts *in,
 				     struct nproxy_comm_opts *opts)
 {
-	const size_t min_sz = offsetof(struct nproxy_comm_opts, reserved) + sizeof(in->reserved);
-
-	if (!in || in->sz < min_sz)
+	if (NPX_OPTS_CHECK(in, "nproxy_comm_open"))
 		return NPROXY_INVALID;
-	memset(opts, 0, sizeof(*opts));
-	memcpy(opts, in, in->sz < sizeof(*opts) ? in->sz : sizeof(*opts));
-	if (in->sz > sizeof(*opts)) {
-		const unsigned char *tail = (const unsigned char *)in + sizeof(*opts);
-		size_t i;
-
-		for (i = 0; i < in->sz - sizeof(*opts); i++)
-			if (tail[i])
-				return NPROXY_INVALID;	/* a newer caller's option we lack */
-	}
+	memcpy(opts, in, sizeof(*opts));
 	if (opts->reserved || (opts->flags & ~NPROXY_COMM_F_ALL) || !opts->n_ranks ||
 	    opts->rank >= opts->n_ranks || (unsigned int)opts->idle_policy > NPROXY_IDLE_ADAPTIVE_YIELD)
 		return NPROXY_INVALID;
@@ -164,7 +153,7 @@ static enum nproxy_status check_opts(const struct nproxy_comm_opts *in,
 	return NPROXY_SUCCESS;
 }
 
-enum nproxy_status nproxy_comm_init(const struct nproxy_comm_opts *in, struct nproxy_comm **out)
+enum nproxy_status nproxy_comm_open(const struct nproxy_comm_opts *in, struct nproxy_comm **out)
 {
 	struct nproxy_comm_opts opts;
 	struct registry_node *node;
@@ -176,22 +165,24 @@ enum nproxy_status nproxy_comm_init(const struct nproxy_comm_opts *in, struct np
 		return NPROXY_INVALID;
 	*out = NULL;
 	rc = check_opts(in, &opts);
-	if (rc != NPROXY_SUCCESS) {
-		nproxy_log(NPROXY_LOG_ERROR, "nproxy_comm_init: invalid options");
-		return rc;
-	}
+	if (rc != NPROXY_SUCCESS)
+		return npx_comm_err(NULL, rc, "nproxy_comm_open: invalid options");
 	comm = calloc(1, sizeof(*comm));
 	if (!comm)
 		return NPROXY_RESOURCE;
 	rc = resolve_ranks_per_proxy(opts.ranks_per_proxy, &comm->ranks_per_proxy);
 	if (rc != NPROXY_SUCCESS)
 		goto err_free;
-	timeout = opts.timeout_s ? (long)opts.timeout_s : env_positive("NPROXY_PROXY_TIMEOUT_S");
+	/* The environment speaks seconds, as the reference runtime's does. */
+	timeout = opts.timeout_ms ? 0 : env_positive("NPROXY_PROXY_TIMEOUT_S");
 	if (timeout < 0) {
 		rc = NPROXY_INVALID;
 		goto err_free;
 	}
-	comm->timeout_s = timeout ? (uint32_t)timeout : DEFAULT_TIMEOUT_S;
+	if (timeout > UINT32_MAX / 1000)
+		timeout = UINT32_MAX / 1000;
+	comm->timeout_ms = opts.timeout_ms ? opts.timeout_ms :
+			   (uint32_t)(timeout ? timeout : DEFAULT_TIMEOUT_S) * 1000u;
 	comm->rank = opts.rank;
 	comm->n_ranks = opts.n_ranks;
 	comm->device_index = opts.device_index;
@@ -244,7 +235,7 @@ err_free:
 	return rc;
 }
 
-void nproxy_comm_free(struct nproxy_comm *comm)
+void nproxy_comm_close(struct nproxy_comm *comm)
 {
 	struct registry_node **pn, *node;
 
@@ -315,7 +306,7 @@ uint32_t nproxy_proxy_group_refcnt(uint32_t gid)
 enum nproxy_status nproxy_proxy_group_stats(uint32_t gid, struct nproxy_proxy_stats *out)
 {
 	struct registry_node *node;
-	enum nproxy_status rc = NPROXY_FAILURE;
+	enum nproxy_status rc = NPROXY_NOT_FOUND;
 
 	if (!out)
 		return NPROXY_INVALID;

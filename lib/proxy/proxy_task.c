@@ -147,7 +147,10 @@ enum nproxy_status nproxy_await_status(struct nproxy_comm *comm, uint64_t ctx,
 	found = status_find(q, comm, ctx, type);
 	if (!found) {
 		pthread_mutex_unlock(&q->state_mtx);
-		return NPROXY_FAILURE;
+		/* A normal answer to a poll (consumed already): no log line. */
+		return npx_comm_note(comm, NPROXY_NOT_FOUND,
+				    "no %s task with ctx %llu (never enqueued, or consumed)",
+				    nproxy_task_type_str(type), (unsigned long long)ctx);
 	}
 	rs = proxy_status_run_state(found);
 	if (rs != NPROXY_TASK_STATE_DONE && timeout_ms) {
@@ -169,7 +172,7 @@ enum nproxy_status nproxy_await_status(struct nproxy_comm *comm, uint64_t ctx,
 			found->prev = found->next = NULL;
 			put_list = found;	/* the list's reference */
 		} else {
-			rc = NPROXY_FAILURE;	/* another consumer took it meanwhile */
+			rc = NPROXY_NOT_FOUND;	/* another consumer took it meanwhile */
 			*done = false;
 		}
 	}
@@ -197,7 +200,7 @@ enum nproxy_status nproxy_wait_status(struct nproxy_comm *comm, uint64_t ctx,
 	if (!comm)
 		return NPROXY_INVALID;
 	timeout_ns = timeout_ms ? (uint64_t)timeout_ms * 1000000ull
-				: (uint64_t)comm->timeout_s * 1000000000ull;
+				: (uint64_t)comm->timeout_ms * 1000000ull;
 	deadline = wake_now_ns() + timeout_ns;
 	for (;;) {
 		uint64_t now = wake_now_ns();
@@ -209,10 +212,14 @@ enum nproxy_status nproxy_wait_status(struct nproxy_comm *comm, uint64_t ctx,
 		if (rc != NPROXY_SUCCESS)
 			return rc;
 		if (done) {
-			if (st != NPROXY_SUCCESS)
+			if (st != NPROXY_SUCCESS) {
 				nproxy_log(NPROXY_LOG_ERROR,
 					   "[nec_dev %u gid %u] Proxy failed to execute task, status = %d",
 					   comm->device_index, comm->gid, (int)st);
+				npx_comm_note(comm, st, "%s task ctx %llu failed: %s",
+					      nproxy_task_type_str(type), (unsigned long long)ctx,
+					      nproxy_status_str(st));
+			}
 			return st;
 		}
 		if (wake_now_ns() >= deadline) {
@@ -220,7 +227,10 @@ enum nproxy_status nproxy_wait_status(struct nproxy_comm *comm, uint64_t ctx,
 				   "[nec_dev %u gid %u] Timeout exceeded: Waiting on proxy task type %d: %u sec (who waits for whom: nproxyctl hang-report)",
 				   comm->device_index, comm->gid, (int)type,
 				   (unsigned int)((timeout_ns + 999999999ull) / 1000000000ull));
-			return NPROXY_TIMEOUT;
+			return npx_comm_note(comm, NPROXY_TIMEOUT,
+					     "%s task ctx %llu not done after %llu ms",
+					     nproxy_task_type_str(type), (unsigned long long)ctx,
+					     (unsigned long long)(timeout_ns / 1000000ull));
 		}
 	}
 }

@@ -22,6 +22,7 @@
 #include <nproxy/net.h>
 #include <nproxy/proxy.h>
 #include <nproxy/rank.h>
+#include "common/common_internal.h"
 #include "rank_internal.h"
 
 /* The reason of this thread's last failed open, for nproxy_rank_strerror(NULL). */
@@ -35,15 +36,19 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+/* The engine's longest rendezvous deadline (it refuses more). */
+#define RANK_MAX_STEP_MS	3600000u
+
 /* What is left of the open's deadline, at least 1 ms (a step then times
  * out at once instead of being told to "just check"). */
-static int left_ms(const struct nproxy_rank *r)
+static uint32_t left_ms(const struct nproxy_rank *r)
 {
 	uint64_t now = now_ms();
 
 	if (now >= r->deadline_ms)
 		return 1;
-	return r->deadline_ms - now > INT32_MAX ? INT32_MAX : (int)(r->deadline_ms - now);
+	return r->deadline_ms - now > RANK_MAX_STEP_MS ? RANK_MAX_STEP_MS
+						      : (uint32_t)(r->deadline_ms - now);
 }
 
 static enum nproxy_status rank_fail(struct nproxy_rank *r, enum nproxy_status st,
@@ -62,37 +67,20 @@ static enum nproxy_status rank_fail(struct nproxy_rank *r, enum nproxy_status st
 	return st;
 }
 
-/*
- * Size-carrying options: shorter than this version's struct is a caller
- * that forgot to set size; longer is a newer caller, fine as long as it
- * set nothing this library does not know.
- */
-static bool opts_size_ok(const struct nproxy_rank_opts *opts)
-{
-	const unsigned char *tail = (const unsigned char *)opts + sizeof(*opts);
-
-	if (opts->size < sizeof(*opts))
-		return false;
-	for (size_t i = 0; i < opts->size - sizeof(*opts); i++)
-		if (tail[i])
-			return false;
-	return true;
-}
-
 static enum nproxy_status check_opts(struct nproxy_rank *r, const struct nproxy_rank_opts *o)
 {
-	if (!opts_size_ok(o))
+	if (NPX_OPTS_CHECK(o, "nproxy_rank_open") != NPROXY_SUCCESS)
 		return rank_fail(r, NPROXY_INVALID,
 				 "options: size %u, expected at least %zu and nothing set past it",
 				 o->size, sizeof(*o));
 	if (!o->n_ranks || o->n_ranks > NPROXY_NET_MAX_RANKS || o->rank >= o->n_ranks)
 		return rank_fail(r, NPROXY_INVALID, "options: rank %u of %u ranks (1..%u ranks)",
 				 o->rank, o->n_ranks, NPROXY_NET_MAX_RANKS);
-	if (r->local_size > BP_MAX_RANKS || r->local_size > o->n_ranks ||
+	if (r->local_size > NPROXY_BP_MAX_RANKS || r->local_size > o->n_ranks ||
 	    o->local_rank >= r->local_size)
 		return rank_fail(r, NPROXY_INVALID,
 				 "options: local rank %u of %u on this host (%u ranks in the job, at most %u on a host)",
-				 o->local_rank, r->local_size, o->n_ranks, BP_MAX_RANKS);
+				 o->local_rank, r->local_size, o->n_ranks, NPROXY_BP_MAX_RANKS);
 	if (r->local_size > 1 && (!o->job_id || !*o->job_id))
 		return rank_fail(r, NPROXY_INVALID,
 				 "options: %u ranks on this host need a job id for their bus",
@@ -162,7 +150,7 @@ static enum nproxy_status check_provider(struct nproxy_rank *r, const char *want
  * rank and pid, which is what a user can act on before ranks are known. */
 static const char *bus_text(const struct nproxy_rank *r)
 {
-	return bp_strerror(r->bp);
+	return nproxy_bp_strerror(r->bp);
 }
 
 struct rank_card {
@@ -174,24 +162,26 @@ struct rank_card {
 static enum nproxy_status open_bus(struct nproxy_rank *r, const struct nproxy_rank_opts *o)
 {
 	struct rank_card me = { .rank = r->rank, .n_ranks = r->n_ranks, .pid = getpid() };
-	size_t lens[BP_MAX_RANKS], offs[BP_MAX_RANKS];
+	struct nproxy_bp_opts bo = NPROXY_BP_OPTS_INIT;
+	size_t lens[NPROXY_BP_MAX_RANKS], offs[NPROXY_BP_MAX_RANKS];
 	enum nproxy_status st;
 	void *all = NULL;
 
-	if (o->local_rank == 0)
-		st = bp_create(o->job_id, r->local_size, &r->bp);
-	else
-		st = bp_connect(o->job_id, o->local_rank, r->local_size, left_ms(r), &r->bp);
+	bo.rank = o->local_rank;	/* 0 creates the bus, the others connect */
+	bo.n_ranks = r->local_size;
+	bo.timeout_ms = left_ms(r);
+	bo.job_id = o->job_id;
+	st = nproxy_bp_open(&bo, &r->bp);
 	if (st != NPROXY_SUCCESS)
 		return rank_fail(r, st, "bananaphone %s job '%s' (local rank %u of %u): %s: %s",
 				 o->local_rank ? "connect to" : "create", o->job_id, o->local_rank,
-				 r->local_size, nproxy_status_str(st), bp_strerror(NULL));
-	st = bp_barrier(r->bp, left_ms(r));
+				 r->local_size, nproxy_status_str(st), nproxy_bp_strerror(NULL));
+	st = nproxy_bp_barrier(r->bp, left_ms(r));
 	if (st != NPROXY_SUCCESS)
 		return rank_fail(r, st, "bananaphone rendezvous of job '%s' (local rank %u of %u): %s: %s",
 				 o->job_id, o->local_rank, r->local_size, nproxy_status_str(st),
 				 bus_text(r));
-	st = bp_allgather(r->bp, &me, sizeof(me), &all, lens, offs, left_ms(r));
+	st = nproxy_bp_allgather(r->bp, &me, sizeof(me), &all, lens, offs, left_ms(r));
 	if (st != NPROXY_SUCCESS)
 		return rank_fail(r, st, "bananaphone exchange of ranks in job '%s': %s: %s",
 				 o->job_id, nproxy_status_str(st), bus_text(r));
@@ -243,14 +233,14 @@ static bool bus_is_job(const struct nproxy_rank *r)
  * bus ranks are job ranks, else over the TCP rendezvous. */
 static enum nproxy_status open_net(struct nproxy_rank *r, const struct nproxy_rank_opts *o)
 {
-	struct nproxy_net_opts no = { .sz = sizeof(no) };
+	struct nproxy_net_opts no = NPROXY_NET_OPTS_INIT;
 	enum nproxy_status st;
 
 	no.rank = r->rank;
 	no.n_ranks = r->n_ranks;
 	no.provider = o->provider;
 	no.root = o->root;
-	no.timeout_ms = o->net_timeout_ms > INT32_MAX ? INT32_MAX : (int)o->net_timeout_ms;
+	no.timeout_ms = o->net_timeout_ms;
 	no.rdzv_timeout_ms = left_ms(r);
 	if (r->bp && r->local_size == r->n_ranks && bus_is_job(r))
 		no.bp = r->bp;
@@ -269,7 +259,7 @@ static enum nproxy_status open_net(struct nproxy_rank *r, const struct nproxy_ra
 /* Step 3: the handshake region. */
 static enum nproxy_status open_hs(struct nproxy_rank *r, const struct nproxy_rank_opts *o)
 {
-	struct nproxy_hs_opts ho = { .sz = sizeof(ho) };
+	struct nproxy_hs_opts ho = NPROXY_HS_OPTS_INIT;
 	enum nproxy_status st;
 
 	ho.backend = o->backend;
@@ -308,7 +298,7 @@ static enum nproxy_idle_policy choose_idle_policy(const struct nproxy_rank *r,
 /* Step 4: the comm over the engine, its host barrier and the region. */
 static enum nproxy_status open_comm(struct nproxy_rank *r, const struct nproxy_rank_opts *o)
 {
-	struct nproxy_comm_opts co = { .sz = sizeof(co) };
+	struct nproxy_comm_opts co = NPROXY_COMM_OPTS_INIT;
 	enum nproxy_status st;
 
 	co.rank = r->rank;
@@ -320,8 +310,8 @@ static enum nproxy_status open_comm(struct nproxy_rank *r, const struct nproxy_r
 	co.hs = r->hs;
 	nproxy_net_seam(r->net, &co.seam);
 	nproxy_net_host_barrier(r->net, &co.barrier);
-	co.timeout_s = o->wait_timeout_ms / 1000u + (o->wait_timeout_ms % 1000u != 0);
-	st = nproxy_comm_init(&co, &r->comm);
+	co.timeout_ms = o->wait_timeout_ms;
+	st = nproxy_comm_open(&co, &r->comm);
 	if (st != NPROXY_SUCCESS)
 		return rank_fail(r, st, "proxy comm (device %u, idle policy %d): %s",
 				 o->local_rank, (int)co.idle_policy, nproxy_status_str(st));
@@ -331,7 +321,7 @@ static enum nproxy_status open_comm(struct nproxy_rank *r, const struct nproxy_r
 /* Tear down whatever is open, newest first.  orderly: peers see a hangup. */
 static void rank_release(struct nproxy_rank *r, bool orderly)
 {
-	nproxy_comm_free(r->comm);
+	nproxy_comm_close(r->comm);
 	r->comm = NULL;
 	nproxy_net_close(r->net);
 	r->net = NULL;
@@ -339,8 +329,8 @@ static void rank_release(struct nproxy_rank *r, bool orderly)
 	r->hs = NULL;
 	if (r->bp) {
 		if (orderly)
-			bp_hangup(r->bp);
-		bp_cleanup(r->bp);
+			nproxy_bp_hangup(r->bp);
+		nproxy_bp_close(r->bp);
 		r->bp = NULL;
 	}
 }
@@ -411,12 +401,11 @@ void nproxy_rank_close(struct nproxy_rank *r)
 	 * never closes, at the open timeout.
 	 */
 	if (r->bp) {
-		enum nproxy_status st = bp_barrier(r->bp, (int)(r->open_timeout_ms > INT32_MAX ?
-								INT32_MAX : r->open_timeout_ms));
+		enum nproxy_status st = nproxy_bp_barrier(r->bp, r->open_timeout_ms);
 
 		if (st != NPROXY_SUCCESS)
 			nproxy_log(NPROXY_LOG_WARN, "rank %u: close: the other local ranks did not close: %s: %s",
-				   r->rank, nproxy_status_str(st), bp_strerror(r->bp));
+				   r->rank, nproxy_status_str(st), nproxy_bp_strerror(r->bp));
 	}
 	rank_release(r, true);
 	free(r);
@@ -442,7 +431,7 @@ struct nproxy_net *nproxy_rank_net(struct nproxy_rank *r)
 	return r ? r->net : NULL;
 }
 
-struct bp *nproxy_rank_bp(struct nproxy_rank *r)
+struct nproxy_bp *nproxy_rank_bp(struct nproxy_rank *r)
 {
 	return r ? r->bp : NULL;
 }

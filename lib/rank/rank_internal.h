@@ -22,9 +22,9 @@ struct nproxy_rank {
 	uint64_t deadline_ms;		/* CLOCK_MONOTONIC: end of the open */
 	enum nproxy_idle_policy idle_policy;
 	/* Local (bus) rank -> rank in the job, from the exchange at open. */
-	uint32_t bus_to_rank[BP_MAX_RANKS];
+	uint32_t bus_to_rank[NPROXY_BP_MAX_RANKS];
 
-	struct bp *bp;			/* NULL when this host runs one rank */
+	struct nproxy_bp *bp;			/* NULL when this host runs one rank */
 	struct nproxy_net *net;
 	struct nproxy_hs *hs;
 	struct nproxy_comm *comm;

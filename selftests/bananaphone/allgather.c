@@ -17,16 +17,16 @@ struct ag_arg {
 static int ag_rank(uint32_t rank, uint32_t n, void *varg)
 {
 	struct ag_arg *arg = varg;
-	size_t lens[BP_MAX_RANKS], offs[BP_MAX_RANKS];
+	size_t lens[NPROXY_BP_MAX_RANKS], offs[NPROXY_BP_MAX_RANKS];
 	uint8_t *mine, *want;
-	struct bp *bp;
+	struct nproxy_bp *bp;
 	int round;
 	uint32_t r;
 
 	if (arg->spin)
 		setenv("NPROXY_BP_SPIN_US", "50", 1);
 	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
-	BP_T_CHECK(bp_rank(bp) == rank && bp_size(bp) == n, "rank/size");
+	BP_T_CHECK(nproxy_bp_rank(bp) == rank && nproxy_bp_size(bp) == n, "rank/size");
 	mine = malloc(arg->max_len + 1);
 	want = malloc(arg->max_len + 1);
 	BP_T_CHECK(mine && want, "malloc");
@@ -36,9 +36,9 @@ static int ag_rank(uint32_t rank, uint32_t n, void *varg)
 		void *all = NULL;
 
 		bp_t_fill(mine, len, round * 1000003ull + rank);
-		st = bp_allgather(bp, mine, len, &all, lens, offs, BP_T_TIMEOUT_MS);
+		st = nproxy_bp_allgather(bp, mine, len, &all, lens, offs, BP_T_TIMEOUT_MS);
 		BP_T_CHECK(st == NPROXY_SUCCESS, "allgather round %d: %s: %s", round,
-			   nproxy_status_str(st), bp_strerror(bp));
+			   nproxy_status_str(st), nproxy_bp_strerror(bp));
 		for (r = 0; r < n; r++) {
 			size_t wlen = bp_t_blob_len(round * 131 + r, arg->max_len);
 
@@ -77,7 +77,7 @@ static int bcast_rank(uint32_t rank, uint32_t n, void *varg)
 {
 	struct ag_arg *arg = varg;
 	uint8_t *want = malloc(200000);
-	struct bp *bp;
+	struct nproxy_bp *bp;
 	int round;
 
 	BP_T_CHECK(want, "malloc");
@@ -89,9 +89,9 @@ static int bcast_rank(uint32_t rank, uint32_t n, void *varg)
 
 		bp_t_fill(want, len, round);
 		/* Followers pass junk: only the leader's blob counts. */
-		st = bp_bcast(bp, rank ? "junk" : (void *)want, rank ? 4 : len, &got, &got_len,
+		st = nproxy_bp_bcast(bp, rank ? "junk" : (void *)want, rank ? 4 : len, &got, &got_len,
 			      BP_T_TIMEOUT_MS);
-		BP_T_CHECK(st == NPROXY_SUCCESS, "bcast: %s", bp_strerror(bp));
+		BP_T_CHECK(st == NPROXY_SUCCESS, "bcast: %s", nproxy_bp_strerror(bp));
 		BP_T_CHECK(got_len == len && got && !memcmp(got, want, len),
 			   "round %d: got %zu bytes, want %zu", round, got_len, len);
 		free(got);
@@ -113,23 +113,23 @@ TEST(bcast_5_ranks)
 static int mismatch_rank(uint32_t rank, uint32_t n, void *varg)
 {
 	struct ag_arg *arg = varg;
-	size_t lens[BP_MAX_RANKS], offs[BP_MAX_RANKS], len;
+	size_t lens[NPROXY_BP_MAX_RANKS], offs[NPROXY_BP_MAX_RANKS], len;
 	enum nproxy_status st;
-	struct bp *bp;
+	struct nproxy_bp *bp;
 	void *out = NULL;
 
 	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
 	if (rank == 0)
-		st = bp_bcast(bp, "x", 1, &out, &len, 2000);
+		st = nproxy_bp_bcast(bp, "x", 1, &out, &len, 2000);
 	else
-		st = bp_allgather(bp, "y", 1, &out, lens, offs, 2000);
+		st = nproxy_bp_allgather(bp, "y", 1, &out, lens, offs, 2000);
 	free(out);
 	/* The leader's bcast completes (nobody answers it); followers see a bcast
 	 * message where they expect an all-gather part. */
 	if (rank) {
 		BP_T_CHECK(st == NPROXY_INVALID, "got %s", nproxy_status_str(st));
-		BP_T_CHECK(strstr(bp_strerror(bp), "different orders"), "text: %s",
-			   bp_strerror(bp));
+		BP_T_CHECK(strstr(nproxy_bp_strerror(bp), "different orders"), "text: %s",
+			   nproxy_bp_strerror(bp));
 	}
 	bp_t_leave(bp);
 	return 0;

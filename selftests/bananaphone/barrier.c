@@ -17,7 +17,7 @@ struct bar_arg {
 static int barrier_rank(uint32_t rank, uint32_t n, void *varg)
 {
 	struct bar_arg *arg = varg;
-	struct bp *bp;
+	struct nproxy_bp *bp;
 	uint32_t r;
 	int i;
 
@@ -28,8 +28,8 @@ static int barrier_rank(uint32_t rank, uint32_t n, void *varg)
 		enum nproxy_status st;
 
 		__atomic_store_n(&arg->entered[rank], (uint64_t)i, __ATOMIC_SEQ_CST);
-		st = bp_barrier(bp, BP_T_TIMEOUT_MS);
-		BP_T_CHECK(st == NPROXY_SUCCESS, "barrier %d: %s", i, bp_strerror(bp));
+		st = nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS);
+		BP_T_CHECK(st == NPROXY_SUCCESS, "barrier %d: %s", i, nproxy_bp_strerror(bp));
 		for (r = 0; r < n; r++)
 			BP_T_CHECK(__atomic_load_n(&arg->entered[r], __ATOMIC_SEQ_CST) >= (uint64_t)i,
 				   "left barrier %d before rank %u entered it", i, r);
@@ -43,12 +43,12 @@ static int run_barriers(uint32_t n, int rounds, bool spin)
 	struct bar_arg arg = { .rounds = rounds, .spin = spin };
 	int bad;
 
-	arg.entered = bp_t_shared(BP_MAX_RANKS * sizeof(uint64_t));
+	arg.entered = bp_t_shared(NPROXY_BP_MAX_RANKS * sizeof(uint64_t));
 	if (!arg.entered)
 		return -1;
 	bp_t_job(arg.job, sizeof(arg.job), "bar");
 	bad = bp_t_run(barrier_rank, n, &arg, 25000);
-	munmap((void *)arg.entered, BP_MAX_RANKS * sizeof(uint64_t));
+	munmap((void *)arg.entered, NPROXY_BP_MAX_RANKS * sizeof(uint64_t));
 	return bad;
 }
 
@@ -64,16 +64,16 @@ TEST(barrier_200_4_ranks_spinning) { ASSERT_EQ(0, run_barriers(4, 200, true)); }
 static int nonblocking_rank(uint32_t rank, uint32_t n, void *varg)
 {
 	struct bar_arg *arg = varg;
-	struct bp *bp;
+	struct nproxy_bp *bp;
 	int i;
 
 	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
-	BP_T_CHECK(bp_barrier_next_seq(bp) == 1, "first seq");
-	BP_T_CHECK(bp_barrier_arrive(bp, 2) == NPROXY_INVALID, "seq 2 before 1 accepted");
+	BP_T_CHECK(nproxy_bp_barrier_next_seq(bp) == 1, "first seq");
+	BP_T_CHECK(nproxy_bp_barrier_arrive(bp, 2) == NPROXY_INVALID, "seq 2 before 1 accepted");
 	for (i = 1; i <= arg->rounds; i++) {
-		uint64_t seq = bp_barrier_next_seq(bp);
+		uint64_t seq = nproxy_bp_barrier_next_seq(bp);
 		uint64_t spins = 0;
-		int done = 0;
+		bool done = false;
 		uint32_t r;
 
 		BP_T_CHECK(seq == (uint64_t)i, "seq %llu at round %d", (unsigned long long)seq, i);
@@ -81,12 +81,12 @@ static int nonblocking_rank(uint32_t rank, uint32_t n, void *varg)
 		if ((uint32_t)i % n == rank)
 			bp_t_sleep_ms(3);
 		__atomic_store_n(&arg->entered[rank], seq, __ATOMIC_SEQ_CST);
-		BP_T_CHECK(bp_barrier_arrive(bp, seq) == NPROXY_SUCCESS, "arrive: %s",
-			   bp_strerror(bp));
+		BP_T_CHECK(nproxy_bp_barrier_arrive(bp, seq) == NPROXY_SUCCESS, "arrive: %s",
+			   nproxy_bp_strerror(bp));
 		while (!done) {
-			enum nproxy_status st = bp_barrier_test(bp, seq, &done);
+			enum nproxy_status st = nproxy_bp_barrier_test(bp, seq, &done);
 
-			BP_T_CHECK(st == NPROXY_SUCCESS, "test: %s", bp_strerror(bp));
+			BP_T_CHECK(st == NPROXY_SUCCESS, "test: %s", nproxy_bp_strerror(bp));
 			if (!done) {
 				spins++;
 				usleep(100);
@@ -97,9 +97,9 @@ static int nonblocking_rank(uint32_t rank, uint32_t n, void *varg)
 			BP_T_CHECK(__atomic_load_n(&arg->entered[r], __ATOMIC_SEQ_CST) >= seq,
 				   "done before rank %u arrived", r);
 		/* Mixing with the blocking barrier keeps one numbering. */
-		BP_T_CHECK(bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier: %s",
-			   bp_strerror(bp));
-		BP_T_CHECK(bp_barrier_next_seq(bp) == seq + 2, "seq after blocking barrier");
+		BP_T_CHECK(nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier: %s",
+			   nproxy_bp_strerror(bp));
+		BP_T_CHECK(nproxy_bp_barrier_next_seq(bp) == seq + 2, "seq after blocking barrier");
 		__atomic_store_n(&arg->entered[rank], seq + 1, __ATOMIC_SEQ_CST);
 		i++;
 	}
@@ -111,7 +111,7 @@ TEST(barrier_nonblocking)
 {
 	struct bar_arg arg = { .rounds = 40 };
 
-	arg.entered = bp_t_shared(BP_MAX_RANKS * sizeof(uint64_t));
+	arg.entered = bp_t_shared(NPROXY_BP_MAX_RANKS * sizeof(uint64_t));
 	ASSERT_NE(NULL, arg.entered);
 	bp_t_job(arg.job, sizeof(arg.job), "nb");
 	ASSERT_EQ(0, bp_t_run(nonblocking_rank, 4, &arg, 25000));
@@ -121,16 +121,17 @@ TEST(barrier_nonblocking)
 static int early_arrive_rank(uint32_t rank, uint32_t n, void *varg)
 {
 	struct bar_arg *arg = varg;
-	struct bp *bp;
-	int done = 0, tries = 0;
+	struct nproxy_bp *bp;
+	bool done = false;
+	int tries = 0;
 
 	if (rank == 2)
 		bp_t_sleep_ms(150);	/* everyone else polls while rank 2 is missing */
 	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
-	BP_T_CHECK(bp_barrier_arrive(bp, 1) == NPROXY_SUCCESS, "arrive: %s", bp_strerror(bp));
+	BP_T_CHECK(nproxy_bp_barrier_arrive(bp, 1) == NPROXY_SUCCESS, "arrive: %s", nproxy_bp_strerror(bp));
 	while (!done && tries++ < 10000) {
-		BP_T_CHECK(bp_barrier_test(bp, 1, &done) == NPROXY_SUCCESS, "test: %s",
-			   bp_strerror(bp));
+		BP_T_CHECK(nproxy_bp_barrier_test(bp, 1, &done) == NPROXY_SUCCESS, "test: %s",
+			   nproxy_bp_strerror(bp));
 		if (!done)
 			usleep(500);
 	}
@@ -152,10 +153,10 @@ static int retry_rank(uint32_t rank, uint32_t n, void *varg)
 {
 	struct bar_arg *arg = varg;
 	enum nproxy_status st;
-	struct bp *bp;
+	struct nproxy_bp *bp;
 
 	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
-	BP_T_CHECK(bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "first barrier");
+	BP_T_CHECK(nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "first barrier");
 	if (rank == 1) {
 		uint64_t end = bp_t_now_ms() + 10000;
 
@@ -165,18 +166,18 @@ static int retry_rank(uint32_t rank, uint32_t n, void *varg)
 		       bp_t_now_ms() < end)
 			bp_t_sleep_ms(5);
 	} else {
-		st = bp_barrier(bp, 100);
+		st = nproxy_bp_barrier(bp, 100);
 		__atomic_store_n(&arg->entered[rank], 1, __ATOMIC_RELEASE);
 		BP_T_CHECK(st == NPROXY_TIMEOUT, "expected a timeout, got %s", nproxy_status_str(st));
-		BP_T_CHECK(strstr(bp_strerror(bp), "rank 1"), "text does not name rank 1: %s",
-			   bp_strerror(bp));
+		BP_T_CHECK(strstr(nproxy_bp_strerror(bp), "rank 1"), "text does not name rank 1: %s",
+			   nproxy_bp_strerror(bp));
 	}
-	BP_T_CHECK(bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "retry: %s",
-		   bp_strerror(bp));
-	BP_T_CHECK(bp_barrier_next_seq(bp) == 3, "seq %llu",
-		   (unsigned long long)bp_barrier_next_seq(bp));
-	BP_T_CHECK(bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "third: %s",
-		   bp_strerror(bp));
+	BP_T_CHECK(nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "retry: %s",
+		   nproxy_bp_strerror(bp));
+	BP_T_CHECK(nproxy_bp_barrier_next_seq(bp) == 3, "seq %llu",
+		   (unsigned long long)nproxy_bp_barrier_next_seq(bp));
+	BP_T_CHECK(nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "third: %s",
+		   nproxy_bp_strerror(bp));
 	bp_t_leave(bp);
 	return 0;
 }
@@ -185,11 +186,11 @@ TEST(barrier_timeout_retry)
 {
 	struct bar_arg arg = { 0 };
 
-	arg.entered = bp_t_shared(BP_MAX_RANKS * sizeof(uint64_t));
+	arg.entered = bp_t_shared(NPROXY_BP_MAX_RANKS * sizeof(uint64_t));
 	ASSERT_NE(NULL, arg.entered);
 	bp_t_job(arg.job, sizeof(arg.job), "rt");
 	ASSERT_EQ(0, bp_t_run(retry_rank, 3, &arg, 20000));
-	munmap((void *)arg.entered, BP_MAX_RANKS * sizeof(uint64_t));
+	munmap((void *)arg.entered, NPROXY_BP_MAX_RANKS * sizeof(uint64_t));
 }
 
 TEST_HARNESS_MAIN

@@ -26,8 +26,8 @@
 typedef int (*bp_rank_fn)(uint32_t rank, uint32_t n, void *arg);
 
 struct bp_run {
-	pid_t pids[BP_MAX_RANKS * 2];
-	int status[BP_MAX_RANKS * 2];
+	pid_t pids[NPROXY_BP_MAX_RANKS * 2];
+	int status[NPROXY_BP_MAX_RANKS * 2];
 	int stragglers;
 };
 
@@ -136,27 +136,36 @@ static inline int bp_t_run(bp_rank_fn fn, uint32_t n, void *arg, unsigned int de
 	return bad;
 }
 
-/* Create (rank 0) or connect (others). */
-static inline enum nproxy_status bp_t_join(const char *job, uint32_t rank, uint32_t n,
-					   struct bp **bp)
+/* nproxy_bp_open() from its fields: rank 0 creates, the others connect. */
+static inline enum nproxy_status bp_t_open(const char *job, uint32_t rank, uint32_t n,
+					   uint32_t timeout_ms, struct nproxy_bp **bp)
 {
-	enum nproxy_status st;
+	struct nproxy_bp_opts o = NPROXY_BP_OPTS_INIT;
 
-	if (rank == 0)
-		st = bp_create(job, n, bp);
-	else
-		st = bp_connect(job, rank, n, BP_T_TIMEOUT_MS, bp);
+	o.job_id = job;
+	o.rank = rank;
+	o.n_ranks = n;
+	o.timeout_ms = timeout_ms;
+	return nproxy_bp_open(&o, bp);
+}
+
+/* Open with the tests' timeout, saying why when it fails. */
+static inline enum nproxy_status bp_t_join(const char *job, uint32_t rank, uint32_t n,
+					   struct nproxy_bp **bp)
+{
+	enum nproxy_status st = bp_t_open(job, rank, n, BP_T_TIMEOUT_MS, bp);
+
 	if (st)
 		fprintf(stderr, "# rank %u: join: %s: %s\n", rank, nproxy_status_str(st),
-			bp_strerror(NULL));
+			nproxy_bp_strerror(NULL));
 	return st;
 }
 
 /* The normal way out: orderly hangup, then release. */
-static inline void bp_t_leave(struct bp *bp)
+static inline void bp_t_leave(struct nproxy_bp *bp)
 {
-	bp_hangup(bp);
-	bp_cleanup(bp);
+	nproxy_bp_hangup(bp);
+	nproxy_bp_close(bp);
 }
 
 static inline int bp_t_count_fds(void)

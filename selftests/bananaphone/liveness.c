@@ -20,7 +20,7 @@
 struct report {
 	int status;
 	int fds_before, fds_after;
-	int blame_of_1, blame_of_2;	/* bp_blame() of ranks 1 and 2 */
+	int blame_of_1, blame_of_2;	/* nproxy_bp_blame() of ranks 1 and 2 */
 	uint64_t err_ms;	/* CLOCK_MONOTONIC ms when the error came back */
 	uint64_t rounds;
 	char text[256];
@@ -31,7 +31,7 @@ struct live_arg {
 	uint32_t victim;
 	size_t blob;		/* bytes per all-gather part */
 	volatile uint64_t kill_ms;
-	struct report rep[BP_MAX_RANKS];
+	struct report rep[NPROXY_BP_MAX_RANKS];
 };
 
 /* Loop all-gathers until something fails; report what and when. */
@@ -39,10 +39,10 @@ static int stream_rank(uint32_t rank, uint32_t n, void *varg)
 {
 	struct live_arg *arg = varg;
 	struct report *rep = &arg->rep[rank];
-	size_t lens[BP_MAX_RANKS], offs[BP_MAX_RANKS];
+	size_t lens[NPROXY_BP_MAX_RANKS], offs[NPROXY_BP_MAX_RANKS];
 	enum nproxy_status st;
 	uint8_t *blob = malloc(arg->blob);
-	struct bp *bp;
+	struct nproxy_bp *bp;
 
 	BP_T_CHECK(blob, "malloc");
 	bp_t_fill(blob, arg->blob, rank);
@@ -51,7 +51,7 @@ static int stream_rank(uint32_t rank, uint32_t n, void *varg)
 	for (;;) {
 		void *all = NULL;
 
-		st = bp_allgather(bp, blob, arg->blob, &all, lens, offs, 20000);
+		st = nproxy_bp_allgather(bp, blob, arg->blob, &all, lens, offs, 20000);
 		free(all);
 		if (st)
 			break;
@@ -59,9 +59,9 @@ static int stream_rank(uint32_t rank, uint32_t n, void *varg)
 	}
 	rep->err_ms = bp_t_now_ms();
 	rep->status = st;
-	snprintf(rep->text, sizeof(rep->text), "%s", bp_strerror(bp));
+	snprintf(rep->text, sizeof(rep->text), "%s", nproxy_bp_strerror(bp));
 	/* A dead peer is sticky: the next call says the same. */
-	BP_T_CHECK(bp_barrier(bp, 1000) == st, "second call differs");
+	BP_T_CHECK(nproxy_bp_barrier(bp, 1000) == st, "second call differs");
 	bp_t_leave(bp);
 	free(blob);
 	rep->fds_after = bp_t_count_fds();
@@ -137,23 +137,23 @@ TEST(leader_killed_mid_allgather) { run_kill(_metadata, 4, 0, 20000); }
 /* Deaths during the join. */
 struct early_arg {
 	char job[96];
-	int connected[BP_MAX_RANKS];
-	struct report rep[BP_MAX_RANKS];
+	int connected[NPROXY_BP_MAX_RANKS];
+	struct report rep[NPROXY_BP_MAX_RANKS];
 };
 
 static int early_rank(uint32_t rank, uint32_t n, void *varg)
 {
 	struct early_arg *arg = varg;
 	struct report *rep = &arg->rep[rank];
-	struct bp *bp;
+	struct nproxy_bp *bp;
 
 	rep->fds_before = bp_t_count_fds();
 	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
 	__atomic_store_n(&arg->connected[rank], 1, __ATOMIC_RELEASE);
 	/* Rank n-1 never comes: nobody is welcomed before the kill. */
-	rep->status = bp_barrier(bp, 10000);
+	rep->status = nproxy_bp_barrier(bp, 10000);
 	rep->err_ms = bp_t_now_ms();
-	snprintf(rep->text, sizeof(rep->text), "%s", bp_strerror(bp));
+	snprintf(rep->text, sizeof(rep->text), "%s", nproxy_bp_strerror(bp));
 	bp_t_leave(bp);
 	rep->fds_after = bp_t_count_fds();
 	return 0;
@@ -203,31 +203,31 @@ TEST(follower_killed_before_welcome) { run_early_kill(_metadata, 1); }
 struct hang_arg {
 	char job[96];
 	bool use_barrier;
-	struct report rep[BP_MAX_RANKS];
+	struct report rep[NPROXY_BP_MAX_RANKS];
 };
 
 static int hangup_rank(uint32_t rank, uint32_t n, void *varg)
 {
 	struct hang_arg *arg = varg;
-	size_t lens[BP_MAX_RANKS], offs[BP_MAX_RANKS];
+	size_t lens[NPROXY_BP_MAX_RANKS], offs[NPROXY_BP_MAX_RANKS];
 	void *all = NULL;
-	struct bp *bp;
+	struct nproxy_bp *bp;
 
 	arg->rep[rank].fds_before = bp_t_count_fds();
 	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
-	BP_T_CHECK(bp_allgather(bp, "a", 1, &all, lens, offs, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS,
-		   "allgather: %s", bp_strerror(bp));
+	BP_T_CHECK(nproxy_bp_allgather(bp, "a", 1, &all, lens, offs, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS,
+		   "allgather: %s", nproxy_bp_strerror(bp));
 	free(all);
 	if (rank == n - 1) {
-		bp_hangup(bp);
+		nproxy_bp_hangup(bp);
 		bp_t_leave(bp);
 		return 0;	/* and exit: must still read as "left", not "dead" */
 	}
 	bp_t_sleep_ms(200);
 	arg->rep[rank].status = arg->use_barrier ?
-		bp_barrier(bp, BP_T_TIMEOUT_MS) :
-		bp_allgather(bp, "b", 1, &all, lens, offs, BP_T_TIMEOUT_MS);
-	snprintf(arg->rep[rank].text, sizeof(arg->rep[rank].text), "%s", bp_strerror(bp));
+		nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) :
+		nproxy_bp_allgather(bp, "b", 1, &all, lens, offs, BP_T_TIMEOUT_MS);
+	snprintf(arg->rep[rank].text, sizeof(arg->rep[rank].text), "%s", nproxy_bp_strerror(bp));
 	bp_t_leave(bp);
 	arg->rep[rank].fds_after = bp_t_count_fds();
 	return 0;
@@ -264,17 +264,17 @@ static int bcast_then_leave(uint32_t rank, uint32_t n, void *varg)
 	char msg[] = "last words of the leader";
 	size_t len = 0;
 	void *out = NULL;
-	struct bp *bp;
+	struct nproxy_bp *bp;
 
 	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
-	BP_T_CHECK(bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier");
+	BP_T_CHECK(nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier");
 	if (rank == 1)
 		bp_t_sleep_ms(300);	/* the leader is gone by now */
-	BP_T_CHECK(bp_bcast(bp, msg, sizeof(msg), &out, &len, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS,
-		   "bcast: %s", bp_strerror(bp));
+	BP_T_CHECK(nproxy_bp_bcast(bp, msg, sizeof(msg), &out, &len, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS,
+		   "bcast: %s", nproxy_bp_strerror(bp));
 	BP_T_CHECK(len == sizeof(msg) && !memcmp(out, msg, len), "wrong bcast data");
 	free(out);
-	bp_hangup(bp);
+	nproxy_bp_hangup(bp);
 	bp_t_leave(bp);
 	return 0;
 }
@@ -289,20 +289,20 @@ TEST(data_before_hangup_delivered)
 	munmap(arg, sizeof(*arg));
 }
 
-/* bp_cleanup() without bp_hangup() is the abnormal exit: peers see a death. */
+/* nproxy_bp_close() without nproxy_bp_hangup() is the abnormal exit: peers see a death. */
 static int cleanup_only_rank(uint32_t rank, uint32_t n, void *varg)
 {
 	struct hang_arg *arg = varg;
-	struct bp *bp;
+	struct nproxy_bp *bp;
 
 	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
-	BP_T_CHECK(bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier");
+	BP_T_CHECK(nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier");
 	if (rank == 1) {
-		bp_cleanup(bp);
+		nproxy_bp_close(bp);
 		return 0;	/* exits without hanging up */
 	}
-	arg->rep[rank].status = bp_barrier(bp, BP_T_TIMEOUT_MS);
-	snprintf(arg->rep[rank].text, sizeof(arg->rep[rank].text), "%s", bp_strerror(bp));
+	arg->rep[rank].status = nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS);
+	snprintf(arg->rep[rank].text, sizeof(arg->rep[rank].text), "%s", nproxy_bp_strerror(bp));
 	bp_t_leave(bp);
 	return 0;
 }
@@ -325,33 +325,33 @@ TEST(cleanup_without_hangup_is_a_death)
 }
 
 /*
- * Rank 2 dies; rank 1 sees it by its own means, records it (bp_abandon)
+ * Rank 2 dies; rank 1 sees it by its own means, records it (nproxy_bp_abandon)
  * and exits too.  Ranks 0 and 3 find both gone: they must name rank 2,
  * although rank 1 comes first in rank order.
  */
 static int abandon_rank(uint32_t rank, uint32_t n, void *varg)
 {
 	struct hang_arg *arg = varg;
-	struct bp *bp;
+	struct nproxy_bp *bp;
 
 	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
-	BP_T_CHECK(bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier");
+	BP_T_CHECK(nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier");
 	if (rank == 2) {
-		bp_cleanup(bp);
+		nproxy_bp_close(bp);
 		return 0;	/* dies: exits without hanging up */
 	}
 	if (rank == 1) {
 		bp_t_sleep_ms(100);
-		bp_abandon(bp, 2);
-		bp_abandon(bp, 3);	/* the first call wins */
-		bp_cleanup(bp);
+		nproxy_bp_abandon(bp, 2);
+		nproxy_bp_abandon(bp, 3);	/* the first call wins */
+		nproxy_bp_close(bp);
 		return 0;
 	}
 	bp_t_sleep_ms(400);	/* both are gone by now */
-	arg->rep[rank].status = bp_barrier(bp, BP_T_TIMEOUT_MS);
-	snprintf(arg->rep[rank].text, sizeof(arg->rep[rank].text), "%s", bp_strerror(bp));
-	arg->rep[rank].blame_of_1 = (int)bp_blame(bp, 1);
-	arg->rep[rank].blame_of_2 = (int)bp_blame(bp, 2);
+	arg->rep[rank].status = nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS);
+	snprintf(arg->rep[rank].text, sizeof(arg->rep[rank].text), "%s", nproxy_bp_strerror(bp));
+	arg->rep[rank].blame_of_1 = (int)nproxy_bp_blame(bp, 1);
+	arg->rep[rank].blame_of_2 = (int)nproxy_bp_blame(bp, 2);
 	bp_t_leave(bp);
 	return 0;
 }
@@ -383,23 +383,23 @@ static int nb_dead_rank(uint32_t rank, uint32_t n, void *varg)
 	struct hang_arg *arg = varg;
 	enum nproxy_status st = NPROXY_SUCCESS;
 	uint64_t end;
-	struct bp *bp;
-	int done = 0;
+	struct nproxy_bp *bp;
+	bool done = false;
 
 	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
-	BP_T_CHECK(bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier");
+	BP_T_CHECK(nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier");
 	if (rank == 1) {
 		bp_t_sleep_ms(100);
 		kill(getpid(), SIGKILL);
 	}
-	BP_T_CHECK(bp_barrier_arrive(bp, 2) == NPROXY_SUCCESS, "arrive");
+	BP_T_CHECK(nproxy_bp_barrier_arrive(bp, 2) == NPROXY_SUCCESS, "arrive");
 	end = bp_t_now_ms() + 5000;
 	while (!st && !done && bp_t_now_ms() < end) {
-		st = bp_barrier_test(bp, 2, &done);
+		st = nproxy_bp_barrier_test(bp, 2, &done);
 		usleep(200);
 	}
 	arg->rep[rank].status = st;
-	snprintf(arg->rep[rank].text, sizeof(arg->rep[rank].text), "%s", bp_strerror(bp));
+	snprintf(arg->rep[rank].text, sizeof(arg->rep[rank].text), "%s", nproxy_bp_strerror(bp));
 	bp_t_leave(bp);
 	return 0;
 }

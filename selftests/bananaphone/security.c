@@ -88,9 +88,9 @@ static void client_done(struct sec_arg *arg)
 static int job_rank(uint32_t rank, uint32_t n, void *varg)
 {
 	struct sec_arg *arg = varg;
-	size_t lens[BP_MAX_RANKS], offs[BP_MAX_RANKS];
+	size_t lens[NPROXY_BP_MAX_RANKS], offs[NPROXY_BP_MAX_RANKS];
 	void *all = NULL;
-	struct bp *bp;
+	struct nproxy_bp *bp;
 	int i;
 
 	if (rank == 0) {
@@ -103,11 +103,11 @@ static int job_rank(uint32_t rank, uint32_t n, void *varg)
 			bp_t_sleep_ms(5);
 	}
 	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
-	arg->leader_status = bp_allgather(bp, "ok", 2, &all, lens, offs, BP_T_TIMEOUT_MS);
-	BP_T_CHECK(arg->leader_status == NPROXY_SUCCESS, "allgather: %s", bp_strerror(bp));
+	arg->leader_status = nproxy_bp_allgather(bp, "ok", 2, &all, lens, offs, BP_T_TIMEOUT_MS);
+	BP_T_CHECK(arg->leader_status == NPROXY_SUCCESS, "allgather: %s", nproxy_bp_strerror(bp));
 	free(all);
 	for (i = 0; i < 20; i++)
-		BP_T_CHECK(bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier %d", i);
+		BP_T_CHECK(nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier %d", i);
 	bp_t_leave(bp);
 	if (rank == 0)
 		arg->leader_fds_after = bp_t_count_fds();
@@ -121,14 +121,14 @@ static int nobody_client(uint32_t idx, uint32_t n, void *varg)
 	struct bp_wire_reply reply;
 	struct bp_wire_hello h;
 	uint32_t rank = 0;
-	struct bp *bp;
+	struct nproxy_bp *bp;
 	int fd;
 
 	if (setgid(nobody_uid()) || setuid(nobody_uid()))
 		return 3;
 	BP_T_CHECK(getuid() != 0, "still root");
 	/* Through the API it never even finds root's job (name carries the uid). */
-	BP_T_CHECK(bp_connect(arg->job, 1, 2, 100, &bp) == NPROXY_TIMEOUT, "found root's job");
+	BP_T_CHECK(bp_t_open(arg->job, 1, 2, 100, &bp) == NPROXY_TIMEOUT, "found root's job");
 	fd = raw_connect(arg->job, 0);
 	BP_T_CHECK(fd >= 0, "connect to root's job");
 	make_hello(&h, arg->job, 1, 2);
@@ -173,7 +173,7 @@ TEST(foreign_squatter_not_trusted)
 	unsigned int len;
 	int sync[2];
 	char job[96], c;
-	struct bp *bp;
+	struct nproxy_bp *bp;
 
 	if (geteuid() != 0)
 		SKIP(return, "needs root to drop to uid nobody");
@@ -198,11 +198,11 @@ TEST(foreign_squatter_not_trusted)
 		_exit(0);
 	}
 	ASSERT_EQ(1, read(sync[0], &c, 1));
-	ASSERT_EQ(NPROXY_PERM, bp_connect(job, 1, 2, 1000, &bp));
-	ASSERT_NE(NULL, strstr(bp_strerror(NULL), "uid")) {
-		TH_LOG("%s", bp_strerror(NULL));
+	ASSERT_EQ(NPROXY_PERM, bp_t_open(job, 1, 2, 1000, &bp));
+	ASSERT_NE(NULL, strstr(nproxy_bp_strerror(NULL), "uid")) {
+		TH_LOG("%s", nproxy_bp_strerror(NULL));
 	}
-	ASSERT_EQ(NPROXY_BUSY, bp_create(job, 2, &bp));
+	ASSERT_EQ(NPROXY_BUSY, bp_t_open(job, 0, 2, 0, &bp));
 	kill(run.pids[0], SIGKILL);
 	bp_t_reap(&run, 1, 5000);
 	close(sync[0]);
@@ -373,10 +373,10 @@ static int busy_job_rank(uint32_t rank, uint32_t n, void *varg)
 {
 	struct sec_arg *arg = varg;
 	uint64_t end = bp_t_now_ms() + 10000;
-	struct bp *bp;
+	struct nproxy_bp *bp;
 
 	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
-	BP_T_CHECK(bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "first barrier");
+	BP_T_CHECK(nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "first barrier");
 	__atomic_store_n(&arg->answered, 1, __ATOMIC_RELEASE);	/* the job is complete */
 	for (;;) {
 		int stop = __atomic_load_n(&arg->status[1], __ATOMIC_ACQUIRE) ||
@@ -384,10 +384,10 @@ static int busy_job_rank(uint32_t rank, uint32_t n, void *varg)
 		void *out = NULL;
 		size_t len;
 
-		BP_T_CHECK(bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier");
-		BP_T_CHECK(bp_bcast(bp, &stop, sizeof(stop), &out, &len, BP_T_TIMEOUT_MS) ==
+		BP_T_CHECK(nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier");
+		BP_T_CHECK(nproxy_bp_bcast(bp, &stop, sizeof(stop), &out, &len, BP_T_TIMEOUT_MS) ==
 				   NPROXY_SUCCESS && len == sizeof(stop), "bcast: %s",
-			   bp_strerror(bp));
+			   nproxy_bp_strerror(bp));
 		memcpy(&stop, out, sizeof(stop));
 		free(out);
 		if (stop)

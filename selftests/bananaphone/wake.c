@@ -20,7 +20,7 @@ struct wake_arg {
 static int wake_rank(uint32_t rank, uint32_t n, void *varg)
 {
 	struct wake_arg *arg = varg;
-	struct bp *bp;
+	struct nproxy_bp *bp;
 	int i;
 
 	/* Park at once: no spin, no yields before the futex sleep. */
@@ -32,8 +32,8 @@ static int wake_rank(uint32_t rank, uint32_t n, void *varg)
 	for (i = 0; i < ROUNDS; i++) {
 		if (rank == 0)
 			bp_t_sleep_ms(LATE_MS);
-		BP_T_CHECK(bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier %d: %s", i,
-			   bp_strerror(bp));
+		BP_T_CHECK(nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier %d: %s", i,
+			   nproxy_bp_strerror(bp));
 	}
 	arg->report[rank * 2] = __atomic_load_n(&futex_spy_waits, __ATOMIC_RELAXED);
 	arg->report[rank * 2 + 1] = __atomic_load_n(&futex_spy_waits_woken, __ATOMIC_RELAXED);

@@ -102,7 +102,7 @@ TEST(fault_specs_are_parsed_strictly)
  */
 static enum nproxy_status local_path(void)
 {
-	struct nproxy_hs_opts ho = { .sz = sizeof(ho), .backend = NPROXY_HS_MEMFD,
+	struct nproxy_hs_opts ho = { .size = sizeof(ho), .backend = NPROXY_HS_MEMFD,
 				     .n_streams = 1, .n_sems = 4 };
 	struct nproxy_loopback_fabric *f = NULL;
 	struct nproxy_prog_step prog[1];
@@ -128,7 +128,7 @@ static enum nproxy_status local_path(void)
 	}
 	o = comm_opts(0, 1, 0, 1, NPROXY_COMM_F_DEVICE_WAIT, r.lb);
 	o.hs = hs;
-	st = nproxy_comm_init(&o, &c);
+	st = nproxy_comm_open(&o, &c);
 	if (st)
 		goto out_lb;
 	op = lb_rank_op(&r);
@@ -147,7 +147,7 @@ static enum nproxy_status local_path(void)
 	if (!st)
 		st = nproxy_wait_status(c, ctx, NPROXY_TASK_NETWORK, 20000);
 out_comm:
-	nproxy_comm_free(c);
+	nproxy_comm_close(c);
 out_lb:
 	nproxy_loopback_destroy(r.lb);
 	nproxy_loopback_fabric_destroy(f);
@@ -233,7 +233,7 @@ TEST(a_spurious_futex_wake_changes_nothing)
 /* The network path: a one-rank shm engine, a transfer to itself, close. */
 static enum nproxy_status net_path(void)
 {
-	struct nproxy_net_opts no = { .sz = sizeof(no), .rank = 0, .n_ranks = 1,
+	struct nproxy_net_opts no = { .size = sizeof(no), .rank = 0, .n_ranks = 1,
 				      .timeout_ms = 5000, .provider = "shm" };
 	static unsigned char src[1024], dst[1024];
 	struct nproxy_net_addr sa = { 0 }, da = { 0 };
@@ -273,7 +273,7 @@ static enum nproxy_status net_path(void)
 	fs.n_dst = 1;
 	o = comm_opts(0, 1, 0, 1, 0, NULL);
 	nproxy_net_seam(net, &o.seam);
-	st = nproxy_comm_init(&o, &c);
+	st = nproxy_comm_open(&o, &c);
 	if (st)
 		goto out_net;
 	op = cc_op(1, words, sems, 4);
@@ -284,7 +284,7 @@ static enum nproxy_status net_path(void)
 		st = nproxy_wait_status(c, ctx, NPROXY_TASK_NETWORK, 30000);
 	if (!st && sems[0] != 1)
 		st = NPROXY_FAILURE;
-	nproxy_comm_free(c);
+	nproxy_comm_close(c);
 out_net:
 	nproxy_net_close(net);
 	return st;
@@ -296,7 +296,7 @@ TEST(every_libfabric_call_of_the_network_path_fails_cleanly)
 		NPROXY_SUCCESS, NPROXY_NET_ERROR, NPROXY_UNSUPPORTED, NPROXY_RESOURCE,
 	};
 	unsigned int faults = 0, survived = 0;
-	struct nproxy_net_opts no = { .sz = sizeof(no), .n_ranks = 1, .provider = "shm" };
+	struct nproxy_net_opts no = { .size = sizeof(no), .n_ranks = 1, .provider = "shm" };
 	struct nproxy_net *probe;
 
 	if (nproxy_net_open(&no, &probe) != NPROXY_SUCCESS)
@@ -312,7 +312,7 @@ TEST(every_allocation_of_the_network_path_fails_cleanly)
 		NPROXY_SUCCESS, NPROXY_RESOURCE, NPROXY_NET_ERROR, NPROXY_UNSUPPORTED,
 	};
 	unsigned int faults = 0, survived = 0;
-	struct nproxy_net_opts no = { .sz = sizeof(no), .n_ranks = 1, .provider = "shm" };
+	struct nproxy_net_opts no = { .size = sizeof(no), .n_ranks = 1, .provider = "shm" };
 	struct nproxy_net *probe;
 
 	if (nproxy_net_open(&no, &probe) != NPROXY_SUCCESS)

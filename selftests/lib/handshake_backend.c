@@ -144,9 +144,12 @@ TEST(bad_open_arguments_rejected)
 	EXPECT_ST(NPROXY_INVALID, nproxy_hs_open(NULL, &hs));
 	EXPECT_EQ(NULL, hs);
 
-	o.sz = sizeof(o) - 1;
+	o.size = sizeof(o) - 1;
 	EXPECT_ST(NPROXY_INVALID, nproxy_hs_open(&o, &hs));
-	EXPECT_TRUE(hs_test_log_has("opts->sz"));
+	EXPECT_TRUE(hs_test_log_has("options size"));
+	o.size = 0;				/* a caller that forgot to set it */
+	EXPECT_ST(NPROXY_INVALID, nproxy_hs_open(&o, &hs));
+	EXPECT_TRUE(hs_test_log_has("options size is 0"));
 	o = hs_test_opts(NPROXY_HS_AUTO, 0, 1);
 	EXPECT_ST(NPROXY_INVALID, nproxy_hs_open(&o, &hs));
 	EXPECT_TRUE(hs_test_log_has("n_streams 0 not in 1..4"));
@@ -160,7 +163,7 @@ TEST(bad_open_arguments_rejected)
 	EXPECT_EQ(NULL, hs);
 
 	/* A newer caller's longer struct: fine while the tail is zero. */
-	longer.opts.sz = sizeof(longer);
+	longer.opts.size = sizeof(longer);
 	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_open(&longer.opts, &hs));
 	nproxy_hs_close(hs);
 	longer.future_field = 1;

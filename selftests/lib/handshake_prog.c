@@ -254,11 +254,16 @@ TEST_F(region, wait_times_out_while_program_runs)
 	EXPECT_ST(NPROXY_CANCELLED, nproxy_hs_wait(self->hs, HS_TEST_WAIT_MS, &res));
 }
 
-TEST_F(region, wait_rejects_negative_timeout)
+/* The region keeps its last failure's text; "" before any. */
+TEST_F(region, strerror_names_the_last_failure)
 {
 	struct nproxy_prog_result res;
 
-	EXPECT_ST(NPROXY_INVALID, nproxy_hs_wait(self->hs, -1, &res));
+	EXPECT_STREQ("", nproxy_hs_strerror(self->hs));
+	EXPECT_ST(NPROXY_INVALID, nproxy_hs_wait(self->hs, 0, &res));
+	EXPECT_NE(NULL, strstr(nproxy_hs_strerror(self->hs), "wait: no program submitted"));
+	EXPECT_NE(NULL, strstr(nproxy_hs_strerror(self->hs), "handshake region"));
+	EXPECT_STREQ("", nproxy_hs_strerror(NULL));
 }
 
 TEST_F(region, inc_sem_adds_value)

@@ -23,7 +23,7 @@ static inline struct nproxy_hs_opts hs_test_opts(enum nproxy_hs_backend b, uint3
 						 uint32_t n_sems)
 {
 	struct nproxy_hs_opts o = {
-		.sz = sizeof(o),
+		.size = sizeof(o),
 		.backend = b,
 		.n_streams = n_streams,
 		.n_sems = n_sems,

@@ -69,6 +69,7 @@ TEST_F(region, bad_step_rejected_at_submit)
 	EXPECT_EQ(12345ULL, seq);
 	EXPECT_TRUE(hs_test_log_has("step 1"));
 	EXPECT_TRUE(hs_test_log_has(variant->why));
+	EXPECT_NE(NULL, strstr(nproxy_hs_strerror(self->hs), variant->why));
 	if (!hs_test_log_has(variant->why))
 		TH_LOG("log was: %s", hs_test_log.text);
 	EXPECT_EQ((uint32_t)NPROXY_PROG_NONE, hs_test_prog_state(self->hs));

@@ -27,7 +27,7 @@ static int two_ranks_setup(struct two_ranks *t, uint32_t rpp)
 		if (lb_rank_setup(&t->r[i], t->f, i, 1 - i, 16))
 			return -1;
 		o = comm_opts(i, 2, i, rpp, NPROXY_COMM_F_SKIP_NET, t->r[i].lb);
-		if (nproxy_comm_init(&o, &t->c[i]))
+		if (nproxy_comm_open(&o, &t->c[i]))
 			return -1;
 	}
 	return 0;
@@ -49,7 +49,7 @@ static void two_ranks_teardown(struct two_ranks *t)
 	int i;
 
 	for (i = 0; i < 2; i++) {
-		nproxy_comm_free(t->c[i]);
+		nproxy_comm_close(t->c[i]);
 		nproxy_loopback_destroy(t->r[i].lb);
 	}
 	nproxy_loopback_fabric_destroy(t->f);

@@ -63,7 +63,7 @@ static int gated_task_start(struct gated_task *g, uint32_t dev)
 		return -1;
 	g->r.trig[0] = SENTINEL;
 	o = comm_opts(0, 1, dev, 1, NPROXY_COMM_F_DEVICE_WAIT, g->r.lb);
-	if (nproxy_comm_init(&o, &g->c))
+	if (nproxy_comm_open(&o, &g->c))
 		return -1;
 	op = lb_rank_op(&g->r);
 	return nproxy_enq_proxy_tasks(g->c, &op, 1, &g->ctx) ? -1 : 0;
@@ -71,7 +71,7 @@ static int gated_task_start(struct gated_task *g, uint32_t dev)
 
 static void gated_task_stop(struct gated_task *g)
 {
-	nproxy_comm_free(g->c);
+	nproxy_comm_close(g->c);
 	nproxy_loopback_destroy(g->r.lb);
 	nproxy_loopback_fabric_destroy(g->f);
 }
@@ -213,7 +213,7 @@ TEST(a_consumer_that_sees_done_sees_the_status_published_with_it)
 		TH_LOG("DONE seen by the poller after %llu polls", (unsigned long long)polls);
 		EXPECT_ST(NPROXY_PEER_DEAD, st);
 		/* The parked consumer found the status already taken by the poller. */
-		EXPECT_ST(NPROXY_FAILURE, cons.rc);
+		EXPECT_ST(NPROXY_NOT_FOUND, cons.rc);
 	} else {
 		/* The box was too busy to poll within HOLD_WAKE_MS: weaker check. */
 		TH_LOG("the poller missed the held wake; the parked consumer took DONE");
@@ -250,11 +250,11 @@ TEST(affinity_is_applied_when_the_group_is_created_not_when_a_comm_joins)
 		SKIP(return, "one CPU allowed: cannot tell two placements apart");
 	snprintf(list, sizeof(list), "%d", cpu_a);
 	setenv("NPROXY_PROXY_CPUSET", list, 1);
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &first));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &first));
 	/* A later comm of the same group comes with another placement. */
 	snprintf(list, sizeof(list), "%d", cpu_b);
 	setenv("NPROXY_PROXY_CPUSET", list, 1);
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &joiner));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &joiner));
 	unsetenv("NPROXY_PROXY_CPUSET");
 	EXPECT_EQ(2u, nproxy_proxy_group_refcnt(0));
 	ASSERT_EQ(nproxy_comm_worker_tid(first), nproxy_comm_worker_tid(joiner));
@@ -262,8 +262,8 @@ TEST(affinity_is_applied_when_the_group_is_created_not_when_a_comm_joins)
 	CPU_ZERO(&want);
 	CPU_SET(cpu_a, &want);
 	EXPECT_TRUE(CPU_EQUAL(&want, &w));
-	nproxy_comm_free(joiner);
-	nproxy_comm_free(first);
+	nproxy_comm_close(joiner);
+	nproxy_comm_close(first);
 }
 
 /* The worker of gid is parked on its queue (nothing queued or active). */
@@ -295,11 +295,11 @@ TEST(last_release_wakes_a_parked_worker_at_once)
 		uint64_t t0, took;
 		int tid;
 
-		ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
+		ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
 		tid = nproxy_comm_worker_tid(c);
 		ASSERT_TRUE(WAIT_UNTIL(group_stats(7).cv_waits >= 1 && worker_parked(tid), 10000));
 		t0 = now_ns();
-		nproxy_comm_free(c);
+		nproxy_comm_close(c);
 		took = now_ns() - t0;
 		TH_LOG("free with the worker parked: %llu us", (unsigned long long)took / 1000);
 		if (took < best)
@@ -309,7 +309,7 @@ TEST(last_release_wakes_a_parked_worker_at_once)
 }
 
 /*
- * When the last nproxy_comm_free() returns, the group's worker has been
+ * When the last nproxy_comm_close() returns, the group's worker has been
  * joined: its thread is gone or already inside do_exit() (PF_EXITING;
  * the kernel wakes the joiner from there).  The worker is made the
  * lowest-priority thread on the caller's CPU, so a worker merely told to
@@ -334,12 +334,12 @@ TEST(last_release_returns_with_the_worker_joined)
 		char state = '?';
 		int tid;
 
-		ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
+		ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
 		tid = nproxy_comm_worker_tid(c);
 		ASSERT_TRUE(WAIT_UNTIL(group_stats(9).cv_waits >= 1 && worker_parked(tid), 10000));
 		ASSERT_EQ(0, sched_setaffinity(tid, sizeof(one), &one));
 		ASSERT_EQ(0, sched_setscheduler(tid, SCHED_IDLE, &idle));
-		nproxy_comm_free(c);
+		nproxy_comm_close(c);
 		if (thread_stat(tid, &state, &flags) == 0 && !(flags & PF_EXITING_FLAG)) {
 			TH_LOG("round %d: worker %d still running (state %c) after the last free",
 			       i, tid, state);

@@ -27,9 +27,9 @@ struct engine_rank {
 /* 0, 1 (skip: no shm provider) or -1. */
 static int engine_setup(struct engine_rank *r)
 {
-	struct nproxy_net_opts no = { .sz = sizeof(no), .rank = 0, .n_ranks = 1,
+	struct nproxy_net_opts no = { .size = sizeof(no), .rank = 0, .n_ranks = 1,
 				      .timeout_ms = ENGINE_TIMEOUT_MS, .provider = "shm" };
-	struct nproxy_hs_opts ho = { .sz = sizeof(ho), .backend = NPROXY_HS_MEMFD,
+	struct nproxy_hs_opts ho = { .size = sizeof(ho), .backend = NPROXY_HS_MEMFD,
 				     .n_streams = 1, .n_sems = 4 };
 	struct nproxy_comm_opts o;
 	uint32_t mr_src, mr_dst, i;
@@ -61,12 +61,12 @@ static int engine_setup(struct engine_rank *r)
 	o = comm_opts(0, 1, 0, 1, NPROXY_COMM_F_DEVICE_WAIT, NULL);
 	nproxy_net_seam(r->net, &o.seam);
 	o.hs = r->hs;
-	return nproxy_comm_init(&o, &r->c) ? -1 : 0;
+	return nproxy_comm_open(&o, &r->c) ? -1 : 0;
 }
 
 static void engine_teardown(struct engine_rank *r)
 {
-	nproxy_comm_free(r->c);
+	nproxy_comm_close(r->c);
 	nproxy_hs_close(r->hs);
 	nproxy_net_close(r->net);
 }
@@ -76,7 +76,7 @@ static enum nproxy_status engine_enqueue(struct engine_rank *r, uint64_t *ctx)
 	struct nproxy_cc_op op;
 
 	memset(&op, 0, sizeof(op));
-	op.sz = sizeof(op);
+	op.size = sizeof(op);
 	op.streams_n = 1;		/* trigger words and semaphores from the comm's region */
 	op.streams[0].blocks = &r->fs;
 	op.streams[0].n_blocks = 1;

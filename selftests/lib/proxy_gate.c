@@ -29,7 +29,7 @@ static int gated_start(struct gated *g, volatile uint32_t **words, uint32_t stre
 	if (nproxy_loopback_fabric_create(1, &g->f) || lb_rank_setup(&g->r, g->f, 0, 0, 32))
 		return -1;
 	o = comm_opts(0, 1, dev, 1, NPROXY_COMM_F_DEVICE_WAIT, g->r.lb);
-	if (nproxy_comm_init(&o, &g->c))
+	if (nproxy_comm_open(&o, &g->c))
 		return -1;
 	op = lb_rank_op(&g->r);
 	op.streams_n = streams_n;
@@ -41,7 +41,7 @@ static int gated_start(struct gated *g, volatile uint32_t **words, uint32_t stre
 
 static void gated_stop(struct gated *g)
 {
-	nproxy_comm_free(g->c);
+	nproxy_comm_close(g->c);
 	nproxy_loopback_destroy(g->r.lb);
 	nproxy_loopback_fabric_destroy(g->f);
 }
@@ -168,7 +168,7 @@ TEST(network_task_holds_until_the_trigger_then_runs_the_block)
  */
 TEST(device_program_triggers_the_task_and_sees_its_completion)
 {
-	struct nproxy_hs_opts ho = { .sz = sizeof(ho), .backend = NPROXY_HS_AUTO,
+	struct nproxy_hs_opts ho = { .size = sizeof(ho), .backend = NPROXY_HS_AUTO,
 				     .n_streams = 1, .n_sems = 4 };
 	struct nproxy_prog_step prog[3];
 	struct nproxy_loopback_fabric *f;
@@ -188,7 +188,7 @@ TEST(device_program_triggers_the_task_and_sees_its_completion)
 	ASSERT_EQ(0, lb_rank_setup(&r, f, 0, 0, 48));
 	o = comm_opts(0, 1, 0, 1, NPROXY_COMM_F_DEVICE_WAIT, r.lb);
 	o.hs = hs;
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
 	op = lb_rank_op(&r);
 	op.trigger_words[0] = NULL;	/* from the comm's region */
 	op.dev.sems = NULL;
@@ -213,7 +213,7 @@ TEST(device_program_triggers_the_task_and_sees_its_completion)
 	EXPECT_EQ(0u, nproxy_trigger_load(nproxy_hs_trigger(hs, 0)));
 	EXPECT_EQ(1u, nproxy_sem_load(nproxy_hs_sem(hs, 2)));
 	EXPECT_TRUE(lb_rank_got(&r, 0, 48));
-	nproxy_comm_free(c);
+	nproxy_comm_close(c);
 	nproxy_hs_close(hs);
 	nproxy_loopback_destroy(r.lb);
 	nproxy_loopback_fabric_destroy(f);

@@ -19,7 +19,7 @@ TEST(done_task_is_recycled_and_never_stepped_again)
 	uint64_t ctx;
 
 	capture_start();
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
 	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 1, &ctx));
 	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c, ctx, NPROXY_TASK_NETWORK, 10000));
 	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c, ctx, NPROXY_TASK_BARRIER, 10000));
@@ -35,7 +35,7 @@ TEST(done_task_is_recycled_and_never_stepped_again)
 	EXPECT_EQ(3u, st.steps);
 	EXPECT_EQ(0u, st.tasks_active);
 	EXPECT_EQ(0, capture_count("Task shouldn't be polled after it reached a done state", 1));
-	nproxy_comm_free(c);
+	nproxy_comm_close(c);
 	capture_stop();
 }
 
@@ -55,8 +55,8 @@ TEST(idle_task_stays_active_until_its_peer_arrives)
 	ASSERT_EQ(0, lb_rank_setup(&r1, f, 1, 0, 64));
 	o0 = comm_opts(0, 2, 0, 2, 0, r0.lb);
 	o1 = comm_opts(1, 2, 1, 2, 0, r1.lb);	/* device 1 / 2 -> the same group */
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o0, &c0));
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o1, &c1));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o0, &c0));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o1, &c1));
 	EXPECT_EQ(1, count_proxy_threads(NULL));
 
 	op0 = lb_rank_op(&r0);
@@ -83,8 +83,8 @@ TEST(idle_task_stays_active_until_its_peer_arrives)
 	EXPECT_TRUE(lb_rank_got(&r1, 0, 64));
 	EXPECT_EQ(1u, r0.sems[0]);	/* recv completion back-edge */
 	EXPECT_EQ(1u, r1.sems[0]);
-	nproxy_comm_free(c0);
-	nproxy_comm_free(c1);
+	nproxy_comm_close(c0);
+	nproxy_comm_close(c1);
 	nproxy_loopback_destroy(r0.lb);
 	nproxy_loopback_destroy(r1.lb);
 	nproxy_loopback_fabric_destroy(f);
@@ -102,7 +102,7 @@ TEST(worker_sleeps_on_cv_only_when_nothing_is_active_or_queued)
 	int tid;
 
 	o.idle_policy = NPROXY_IDLE_SPIN;	/* the policy that would burn a core */
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
 	tid = nproxy_comm_worker_tid(c);
 	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 1, &ctx));
 	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c, ctx, NPROXY_TASK_BARRIER, 10000));
@@ -120,7 +120,7 @@ TEST(worker_sleeps_on_cv_only_when_nothing_is_active_or_queued)
 	/* An append wakes it at once (not after the safety timeout). */
 	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 2, &ctx));
 	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c, ctx, NPROXY_TASK_BARRIER, 10000));
-	nproxy_comm_free(c);
+	nproxy_comm_close(c);
 }
 
 /* A seam whose start() blocks until released: holds the worker mid-step. */
@@ -192,7 +192,7 @@ TEST(status_is_published_before_the_task_is_queued)
 	op1.streams[0].n_blocks = 1;
 	op2 = op1;
 	op2.ctx = 777;
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
 	/* op1's network task enters start() and holds the worker (and its work lock). */
 	a1.c = c;
 	a1.op = &op1;
@@ -228,7 +228,7 @@ TEST(status_is_published_before_the_task_is_queued)
 	EXPECT_EQ(777u, a2.ctx);
 	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c, 777, NPROXY_TASK_NETWORK, 10000));
 	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c, a1.ctx, NPROXY_TASK_NETWORK, 10000));
-	nproxy_comm_free(c);
+	nproxy_comm_close(c);
 }
 
 TEST(check_status_erases_when_done_and_fails_when_unknown)
@@ -241,9 +241,12 @@ TEST(check_status_erases_when_done_and_fails_when_unknown)
 	struct nproxy_comm *c, *other;
 	bool done;
 
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &other));
-	EXPECT_ST(NPROXY_FAILURE, nproxy_check_status(c, 42, NPROXY_TASK_NETWORK, &done, &st));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &other));
+	EXPECT_ST(NPROXY_NOT_FOUND, nproxy_check_status(c, 42, NPROXY_TASK_NETWORK, &done, &st));
+	/* The text is this thread's, for the comm that failed only. */
+	EXPECT_NE(NULL, strstr(nproxy_comm_strerror(c), "no NETWORK task with ctx 42"));
+	EXPECT_STREQ("", nproxy_comm_strerror(other));
 	op.ctx = 42;
 	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 1, NULL));
 	/* A live ctx cannot be reused. */
@@ -251,22 +254,22 @@ TEST(check_status_erases_when_done_and_fails_when_unknown)
 	EXPECT_ST(NPROXY_BUSY, nproxy_enq_proxy_tasks(c, &op, 1, NULL));
 	capture_stop();
 	/* Same ctx, other comm of the same group: not its task. */
-	EXPECT_ST(NPROXY_FAILURE, nproxy_check_status(other, 42, NPROXY_TASK_NETWORK, &done, &st));
+	EXPECT_ST(NPROXY_NOT_FOUND, nproxy_check_status(other, 42, NPROXY_TASK_NETWORK, &done, &st));
 	/* Network task (skip policy) finishes; barrier waits on the closed gate. */
 	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c, 42, NPROXY_TASK_NETWORK, 10000));
-	EXPECT_ST(NPROXY_FAILURE, nproxy_check_status(c, 42, NPROXY_TASK_NETWORK, &done, &st));
+	EXPECT_ST(NPROXY_NOT_FOUND, nproxy_check_status(c, 42, NPROXY_TASK_NETWORK, &done, &st));
 	EXPECT_ST(NPROXY_SUCCESS, nproxy_check_status(c, 42, NPROXY_TASK_BARRIER, &done, &st));
 	EXPECT_FALSE(done);
 	/* Not done: not erased. */
 	EXPECT_ST(NPROXY_SUCCESS, nproxy_check_status(c, 42, NPROXY_TASK_BARRIER, &done, &st));
-	EXPECT_ST(NPROXY_FAILURE, nproxy_check_status(c, 42, NPROXY_TASK_UNKNOWN, &done, &st));
+	EXPECT_ST(NPROXY_NOT_FOUND, nproxy_check_status(c, 42, NPROXY_TASK_UNKNOWN, &done, &st));
 	nproxy_trigger_store(&trig, 1);
 	ASSERT_TRUE(WAIT_UNTIL(nproxy_check_status(c, 42, NPROXY_TASK_BARRIER, &done, &st) ==
 			       NPROXY_SUCCESS && done, 10000));
 	EXPECT_ST(NPROXY_SUCCESS, st);
-	EXPECT_ST(NPROXY_FAILURE, nproxy_check_status(c, 42, NPROXY_TASK_BARRIER, &done, &st));
-	nproxy_comm_free(other);
-	nproxy_comm_free(c);
+	EXPECT_ST(NPROXY_NOT_FOUND, nproxy_check_status(c, 42, NPROXY_TASK_BARRIER, &done, &st));
+	nproxy_comm_close(other);
+	nproxy_comm_close(c);
 }
 
 TEST(wait_timeout_logs_the_watchdog_message)
@@ -279,13 +282,13 @@ TEST(wait_timeout_logs_the_watchdog_message)
 	uint64_t ctx;
 
 	capture_start();
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
 	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 1, &ctx));
 	EXPECT_ST(NPROXY_TIMEOUT, nproxy_wait_status(c, ctx, NPROXY_TASK_BARRIER, 100));
 	EXPECT_EQ(1, capture_count(
 		"[nec_dev 7 gid 7] Timeout exceeded: Waiting on proxy task type 2: 1 sec "
 		"(who waits for whom: nproxyctl hang-report)", 1));
-	nproxy_comm_free(c);	/* aborts the waiting barrier task */
+	nproxy_comm_close(c);	/* aborts the waiting barrier task */
 	capture_stop();
 }
 
@@ -303,7 +306,7 @@ TEST(wait_reports_a_failed_task_with_the_seed_message)
 	ASSERT_ST(NPROXY_SUCCESS, nproxy_loopback_fabric_create(1, &f));
 	ASSERT_EQ(0, lb_rank_setup(&r, f, 0, 0, 16));
 	o = comm_opts(0, 1, 3, 1, 0, r.lb);
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
 	nproxy_loopback_fail_next_progress(r.lb, NPROXY_NET_ERROR);
 	op = lb_rank_op(&r);
 	capture_start();
@@ -318,7 +321,7 @@ TEST(wait_reports_a_failed_task_with_the_seed_message)
 	EXPECT_EQ(0u, lc.blocks_live);
 	EXPECT_EQ(lc.starts, lc.stops);
 	EXPECT_EQ(0u, lc.misuse);
-	nproxy_comm_free(c);
+	nproxy_comm_close(c);
 	nproxy_loopback_destroy(r.lb);
 	nproxy_loopback_fabric_destroy(f);
 }
@@ -337,18 +340,18 @@ TEST(comm_free_aborts_in_flight_tasks)
 	ASSERT_EQ(0, lb_rank_setup(&r, f, 0, 1, 16));	/* peer 1 never shows up */
 	o = comm_opts(0, 2, 0, 1, 0, r.lb);
 	o2 = comm_opts(0, 1, 0, 1, NPROXY_COMM_F_SKIP_NET, NULL);
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o2, &keep));	/* keeps the group alive */
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o2, &keep));	/* keeps the group alive */
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
 	op = lb_rank_op(&r);
 	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 1, &ctx));
 	ASSERT_TRUE(WAIT_UNTIL(group_stats(0).idle_ticks > 10, 10000));
-	nproxy_comm_free(c);
+	nproxy_comm_close(c);
 	EXPECT_TRUE(WAIT_UNTIL(group_stats(0).tasks_active == 0, 10000));
 	nproxy_loopback_counters(r.lb, &lc);
 	EXPECT_EQ(0u, lc.blocks_live);		/* the started block was stopped */
 	EXPECT_EQ(0u, lc.misuse);
 	EXPECT_EQ(1u, nproxy_proxy_group_refcnt(0));
-	nproxy_comm_free(keep);
+	nproxy_comm_close(keep);
 	nproxy_loopback_destroy(r.lb);
 	nproxy_loopback_fabric_destroy(f);
 }
@@ -360,10 +363,10 @@ static enum nproxy_idle_policy policy_of_new_group(void)
 	struct nproxy_comm *c;
 
 	o.idle_policy = NPROXY_IDLE_DEFAULT;
-	if (nproxy_comm_init(&o, &c))
+	if (nproxy_comm_open(&o, &c))
 		return (enum nproxy_idle_policy)-1;
 	p = group_stats(0).idle_policy;
-	nproxy_comm_free(c);
+	nproxy_comm_close(c);
 	return p;
 }
 
@@ -399,7 +402,7 @@ TEST(adaptive_policy_sleeps_between_idle_ticks)
 	ASSERT_EQ(0, lb_rank_setup(&r, f, 0, 1, 16));	/* peer 1 never posts: IDLE forever */
 	o = comm_opts(0, 2, 0, 1, 0, r.lb);
 	o.idle_policy = NPROXY_IDLE_ADAPTIVE;
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
 	op = lb_rank_op(&r);
 	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 1, NULL));
 	/* Past the spin (256) and yield (256) phases: every idle tick now sleeps >= 50 us. */
@@ -412,7 +415,7 @@ TEST(adaptive_policy_sleeps_between_idle_ticks)
 	/* nanosleep never returns early: at most one tick per 50 us (+1 in flight). */
 	EXPECT_LE(ticks1 - ticks0, elapsed_ns / 50000 + 1);
 	EXPECT_GT(ticks1, ticks0);	/* still ticking: not asleep on the cv */
-	nproxy_comm_free(c);
+	nproxy_comm_close(c);
 	nproxy_loopback_destroy(r.lb);
 	nproxy_loopback_fabric_destroy(f);
 }

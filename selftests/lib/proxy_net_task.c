@@ -75,12 +75,12 @@ static int setup(struct fixture_state *s, uint32_t flags, bool record)
 		n_calls = 0;
 		o.seam.ops = &rec_ops;
 	}
-	return nproxy_comm_init(&o, &s->c) ? -1 : 0;
+	return nproxy_comm_open(&o, &s->c) ? -1 : 0;
 }
 
 static void teardown(struct fixture_state *s)
 {
-	nproxy_comm_free(s->c);
+	nproxy_comm_close(s->c);
 	nproxy_loopback_destroy(s->r.lb);
 	nproxy_loopback_fabric_destroy(s->f);
 }
@@ -294,7 +294,7 @@ TEST(invalid_ops_are_refused_at_enqueue)
 	op.barrier_sems[0] = 8;			/* past dev.n_sems */
 	EXPECT_ST(NPROXY_INVALID, nproxy_enq_proxy_tasks(s.c, &op, 1, NULL));
 	op = lb_rank_op(&s.r);
-	op.sz = 16;
+	op.size = 16;
 	EXPECT_ST(NPROXY_INVALID, nproxy_enq_proxy_tasks(s.c, &op, 1, NULL));
 	capture_stop();
 	EXPECT_EQ(0u, group_stats(0).tasks_active);

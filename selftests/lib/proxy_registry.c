@@ -24,7 +24,7 @@ TEST(comms_in_one_group_share_one_named_thread)
 	ASSERT_EQ(0, count_proxy_threads(NULL));
 	for (i = 0; i < 8; i++) {
 		o.device_index = 4 + (i % 4);	/* devices 4..7 / 4 -> gid 1 */
-		ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &comms[i]));
+		ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &comms[i]));
 		ASSERT_EQ(1u, nproxy_comm_gid(comms[i]));
 	}
 	EXPECT_EQ(1u, nproxy_proxy_group_count());
@@ -49,7 +49,7 @@ TEST(comms_in_one_group_share_one_named_thread)
 		EXPECT_STREQ(want, name);
 	}
 	for (i = 0; i < 8; i++)
-		nproxy_comm_free(comms[i]);
+		nproxy_comm_close(comms[i]);
 }
 
 TEST(refcount_drops_per_release_and_last_release_joins_worker)
@@ -57,27 +57,27 @@ TEST(refcount_drops_per_release_and_last_release_joins_worker)
 	struct nproxy_comm *a, *b, *c;
 	struct nproxy_comm_opts o = plain_opts(0, 1);
 
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &a));
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &b));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &a));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &b));
 	o.device_index = 1;		/* another group */
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
 	EXPECT_EQ(2u, nproxy_proxy_group_count());
 	EXPECT_EQ(2u, nproxy_proxy_group_refcnt(0));
 	EXPECT_EQ(1u, nproxy_proxy_group_refcnt(1));
 	EXPECT_EQ(2, count_proxy_threads(NULL));
 
-	nproxy_comm_free(a);
+	nproxy_comm_close(a);
 	EXPECT_EQ(1u, nproxy_proxy_group_refcnt(0));
 	EXPECT_EQ(2, count_proxy_threads(NULL));	/* b still holds group 0 */
-	nproxy_comm_free(b);
+	nproxy_comm_close(b);
 	EXPECT_EQ(0u, nproxy_proxy_group_refcnt(0));
 	EXPECT_EQ(1u, nproxy_proxy_group_count());
 	/* Joined before free returned; /proc may list an exiting thread a moment longer. */
 	EXPECT_TRUE(WAIT_UNTIL(count_proxy_threads(NULL) == 1, 5000));
-	nproxy_comm_free(c);
+	nproxy_comm_close(c);
 	EXPECT_EQ(0u, nproxy_proxy_group_count());
 	EXPECT_TRUE(WAIT_UNTIL(count_proxy_threads(NULL) == 0, 5000));
-	nproxy_comm_free(NULL);
+	nproxy_comm_close(NULL);
 }
 
 TEST(thread_create_failure_leaves_no_node_and_no_thread)
@@ -88,7 +88,7 @@ TEST(thread_create_failure_leaves_no_node_and_no_thread)
 
 	capture_start();
 	nproxy_proxy_test_fail_thread_create(EAGAIN, 1);
-	EXPECT_ST(NPROXY_RESOURCE, nproxy_comm_init(&o, &c));
+	EXPECT_ST(NPROXY_RESOURCE, nproxy_comm_open(&o, &c));
 	EXPECT_EQ(NULL, c);
 	EXPECT_EQ(0u, nproxy_proxy_group_count());
 	EXPECT_EQ(0u, nproxy_proxy_group_refcnt(2));
@@ -96,10 +96,10 @@ TEST(thread_create_failure_leaves_no_node_and_no_thread)
 	snprintf(want, sizeof(want), "Failed to create worker thread: %d", EAGAIN);
 	EXPECT_EQ(1, capture_count(want, 1));
 	/* The hook is spent: the next comm of the group starts normally. */
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
 	EXPECT_EQ(1u, nproxy_proxy_group_refcnt(2));
 	EXPECT_EQ(1, count_proxy_threads(NULL));
-	nproxy_comm_free(c);
+	nproxy_comm_close(c);
 	capture_stop();
 }
 
@@ -110,29 +110,29 @@ TEST(gid_from_env_ranks_per_proxy_and_seed_fallback)
 
 	unsetenv("NPROXY_RANKS_PER_NETWORK_PROXY");
 	unsetenv("NEURON_RT_RANKS_PER_NETWORK_PROXY");
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
 	EXPECT_EQ(5u, nproxy_comm_gid(c));		/* default: 1 rank per proxy */
-	nproxy_comm_free(c);
+	nproxy_comm_close(c);
 
 	setenv("NEURON_RT_RANKS_PER_NETWORK_PROXY", "2", 1);
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
 	EXPECT_EQ(2u, nproxy_comm_gid(c));
-	nproxy_comm_free(c);
+	nproxy_comm_close(c);
 
 	setenv("NPROXY_RANKS_PER_NETWORK_PROXY", "4", 1);	/* ours wins */
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
 	EXPECT_EQ(1u, nproxy_comm_gid(c));
-	nproxy_comm_free(c);
+	nproxy_comm_close(c);
 
 	o.ranks_per_proxy = 5;				/* opts win */
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
 	EXPECT_EQ(1u, nproxy_comm_gid(c));
-	nproxy_comm_free(c);
+	nproxy_comm_close(c);
 
 	o.ranks_per_proxy = 0;
 	setenv("NPROXY_RANKS_PER_NETWORK_PROXY", "zero", 1);
 	capture_start();
-	EXPECT_ST(NPROXY_INVALID, nproxy_comm_init(&o, &c));
+	EXPECT_ST(NPROXY_INVALID, nproxy_comm_open(&o, &c));
 	capture_stop();
 	EXPECT_EQ(0u, nproxy_proxy_group_count());
 }
@@ -151,13 +151,13 @@ TEST(cpuset_env_pins_only_the_worker)
 
 	ASSERT_EQ(0, sched_getaffinity(0, sizeof(mine), &mine));
 	/* Default: inherited from the creator. */
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
 	ASSERT_EQ(0, worker_cpus(nproxy_comm_worker_tid(c), &w));
 	EXPECT_TRUE(CPU_EQUAL(&mine, &w));
-	nproxy_comm_free(c);
+	nproxy_comm_close(c);
 
 	setenv("NPROXY_PROXY_CPUSET", "0", 1);
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
 	ASSERT_EQ(0, worker_cpus(nproxy_comm_worker_tid(c), &w));
 	CPU_ZERO(&want);
 	CPU_SET(0, &want);
@@ -165,11 +165,11 @@ TEST(cpuset_env_pins_only_the_worker)
 	/* The caller is left where it was. */
 	ASSERT_EQ(0, sched_getaffinity(0, sizeof(w), &w));
 	EXPECT_TRUE(CPU_EQUAL(&mine, &w));
-	nproxy_comm_free(c);
+	nproxy_comm_close(c);
 
 	setenv("NPROXY_PROXY_CPUSET", "1-0,x", 1);
 	capture_start();
-	EXPECT_ST(NPROXY_INVALID, nproxy_comm_init(&o, &c));
+	EXPECT_ST(NPROXY_INVALID, nproxy_comm_open(&o, &c));
 	capture_stop();
 	EXPECT_EQ(0u, nproxy_proxy_group_count());
 	EXPECT_TRUE(WAIT_UNTIL(count_proxy_threads(NULL) == 0, 5000));
@@ -181,27 +181,30 @@ TEST(invalid_comm_options_are_rejected)
 	struct nproxy_comm *c;
 
 	capture_start();
-	EXPECT_ST(NPROXY_INVALID, nproxy_comm_init(NULL, &c));
-	o.sz = 8;
-	EXPECT_ST(NPROXY_INVALID, nproxy_comm_init(&o, &c));
+	EXPECT_ST(NPROXY_INVALID, nproxy_comm_open(NULL, &c));
+	o.size = 8;
+	EXPECT_ST(NPROXY_INVALID, nproxy_comm_open(&o, &c));
+	EXPECT_NE(NULL, strstr(nproxy_comm_strerror(NULL), "invalid options"));
+	o.size = 0;				/* never set */
+	EXPECT_ST(NPROXY_INVALID, nproxy_comm_open(&o, &c));
 	o = plain_opts(0, 1);
 	o.rank = 1;				/* rank >= n_ranks */
-	EXPECT_ST(NPROXY_INVALID, nproxy_comm_init(&o, &c));
+	EXPECT_ST(NPROXY_INVALID, nproxy_comm_open(&o, &c));
 	o = plain_opts(0, 1);
 	o.n_ranks = 2;				/* several ranks need a host barrier */
-	EXPECT_ST(NPROXY_INVALID, nproxy_comm_init(&o, &c));
+	EXPECT_ST(NPROXY_INVALID, nproxy_comm_open(&o, &c));
 	o = plain_opts(0, 1);
 	o.flags = 0;				/* network tasks need a seam */
-	EXPECT_ST(NPROXY_INVALID, nproxy_comm_init(&o, &c));
+	EXPECT_ST(NPROXY_INVALID, nproxy_comm_open(&o, &c));
 	o = plain_opts(0, 1);
 	o.flags |= 1u << 7;
-	EXPECT_ST(NPROXY_INVALID, nproxy_comm_init(&o, &c));
+	EXPECT_ST(NPROXY_INVALID, nproxy_comm_open(&o, &c));
 	o = plain_opts(0, 1);
 	o.reserved = 1;
-	EXPECT_ST(NPROXY_INVALID, nproxy_comm_init(&o, &c));
+	EXPECT_ST(NPROXY_INVALID, nproxy_comm_open(&o, &c));
 	o = plain_opts(0, 1);
 	o.idle_policy = (enum nproxy_idle_policy)(NPROXY_IDLE_ADAPTIVE_YIELD + 1);
-	EXPECT_ST(NPROXY_INVALID, nproxy_comm_init(&o, &c));
+	EXPECT_ST(NPROXY_INVALID, nproxy_comm_open(&o, &c));
 	capture_stop();
 	EXPECT_EQ(0u, nproxy_proxy_group_count());
 }

@@ -29,7 +29,7 @@ static const volatile struct nproxy_proxy_task *net_slot(const volatile struct n
 
 TEST(published_state_follows_the_task)
 {
-	struct nproxy_hs_opts ho = { .sz = sizeof(ho), .backend = NPROXY_HS_AUTO,
+	struct nproxy_hs_opts ho = { .size = sizeof(ho), .backend = NPROXY_HS_AUTO,
 				     .n_streams = 1, .n_sems = 4 };
 	const volatile struct nproxy_proxy_task *slot;
 	const volatile struct nproxy_proxy_state *ps;
@@ -53,7 +53,7 @@ TEST(published_state_follows_the_task)
 	ASSERT_EQ(0, lb_rank_setup(&r, f, 0, 0, 48));
 	o = comm_opts(0, 1, 0, 1, NPROXY_COMM_F_DEVICE_WAIT, r.lb);
 	o.hs = hs;
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
 	EXPECT_EQ(NPROXY_PROXY_STATE_MAGIC, LOAD(ps->magic));
 	EXPECT_EQ((uint32_t)NPROXY_PROXY_STATE_VERSION, LOAD(ps->version));
 	EXPECT_EQ((uint32_t)sizeof(struct nproxy_proxy_state), LOAD(ps->size));
@@ -112,7 +112,7 @@ TEST(published_state_follows_the_task)
 	/* Nothing left: the worker goes to sleep, and says so. */
 	EXPECT_TRUE(WAIT_UNTIL(LOAD(ps->worker_state) == NPROXY_WORKER_SLEEPING, 10000));
 
-	nproxy_comm_free(c);
+	nproxy_comm_close(c);
 	EXPECT_EQ((uint32_t)NPROXY_WORKER_STOPPED, LOAD(ps->worker_state));
 	nproxy_hs_close(hs);
 	nproxy_loopback_destroy(r.lb);

@@ -39,7 +39,7 @@ static void one_comm(int th, int it, bool hold_at_midway)
 	/* Devices 0..3 with 2 ranks per proxy: groups 0 and 1. */
 	o = comm_opts(0, 1, (uint32_t)(th + it) % 4, 2, 0, r.lb);
 	o.idle_policy = (enum nproxy_idle_policy)(1 + (th + it) % 4);
-	if (nproxy_comm_init(&o, &c)) {
+	if (nproxy_comm_open(&o, &c)) {
 		fail();
 		goto out_lb;
 	}
@@ -69,7 +69,7 @@ static void one_comm(int th, int it, bool hold_at_midway)
 		if (!lb_rank_got(&r, 0, 64) || nproxy_sem_load(&r.sems[0]) != OPS_PER_ITER)
 			fail();
 	}
-	nproxy_comm_free(c);
+	nproxy_comm_close(c);
 	nproxy_loopback_counters(r.lb, &lc);
 	if (lc.blocks_live || lc.misuse || lc.starts != lc.stops)
 		fail();

@@ -150,7 +150,7 @@ static inline struct nproxy_comm_opts comm_opts(uint32_t rank, uint32_t n_ranks,
 	struct nproxy_comm_opts o;
 
 	memset(&o, 0, sizeof(o));
-	o.sz = sizeof(o);
+	o.size = sizeof(o);
 	o.rank = rank;
 	o.n_ranks = n_ranks;
 	o.device_index = dev;
@@ -172,7 +172,7 @@ static inline struct nproxy_cc_op cc_op(uint32_t streams_n, volatile uint32_t **
 	uint32_t i;
 
 	memset(&op, 0, sizeof(op));
-	op.sz = sizeof(op);
+	op.size = sizeof(op);
 	op.streams_n = streams_n;
 	for (i = 0; i < streams_n; i++)
 		op.trigger_words[i] = words[i];

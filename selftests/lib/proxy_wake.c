@@ -94,7 +94,7 @@ TEST(futex_word_ping_pong_loses_no_wakeup)
  */
 TEST(parked_device_worker_and_consumer_lose_no_wakeup)
 {
-	struct nproxy_hs_opts ho = { .sz = sizeof(ho), .backend = NPROXY_HS_MEMFD, .n_streams = 1,
+	struct nproxy_hs_opts ho = { .size = sizeof(ho), .backend = NPROXY_HS_MEMFD, .n_streams = 1,
 				     .n_sems = 4 };
 	struct nproxy_loopback_fabric *f;
 	struct nproxy_proxy_stats stats;
@@ -113,7 +113,7 @@ TEST(parked_device_worker_and_consumer_lose_no_wakeup)
 	o = comm_opts(0, 1, 0, 1, NPROXY_COMM_F_DEVICE_WAIT, r.lb);
 	o.idle_policy = NPROXY_IDLE_ADAPTIVE;
 	o.hs = hs;
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_init(&o, &c));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
 
 	for (uint64_t k = 1; k <= OPS; k++) {
 		struct nproxy_prog_step prog[3] = {
@@ -157,7 +157,7 @@ TEST(parked_device_worker_and_consumer_lose_no_wakeup)
 	EXPECT_LT(worst_ns, (uint64_t)AWAIT_MS * 1000000ull);
 	TH_LOG("%d ops, worst %.1f ms, %llu idle parks", OPS, worst_ns / 1e6,
 	       (unsigned long long)stats.idle_parks);
-	nproxy_comm_free(c);
+	nproxy_comm_close(c);
 	nproxy_loopback_destroy(r.lb);
 	nproxy_loopback_fabric_destroy(f);
 	nproxy_hs_close(hs);

@@ -16,7 +16,7 @@
 
 static struct nproxy_net *open_single(struct __test_metadata *_metadata)
 {
-	struct nproxy_net_opts o = { .sz = sizeof(o), .rank = 0, .n_ranks = 1, .timeout_ms = 2000,
+	struct nproxy_net_opts o = { .size = sizeof(o), .rank = 0, .n_ranks = 1, .timeout_ms = 2000,
 				     .provider = "shm" };
 	struct nproxy_net *net = NULL;
 
@@ -26,7 +26,7 @@ static struct nproxy_net *open_single(struct __test_metadata *_metadata)
 
 TEST(bad_options)
 {
-	struct nproxy_net_opts o = { .sz = sizeof(o), .rank = 2, .n_ranks = 2 };
+	struct nproxy_net_opts o = { .size = sizeof(o), .rank = 2, .n_ranks = 2 };
 	struct nproxy_net *net = (void *)1;
 
 	ASSERT_EQ((int)NPROXY_INVALID, (int)nproxy_net_open(&o, &net));
@@ -159,7 +159,7 @@ struct err_job {
 static int kill_rank(uint32_t rank, void *arg)
 {
 	struct err_job *job = arg;
-	struct nproxy_net_opts o = { .sz = sizeof(o), .rank = rank, .n_ranks = job->n, .comm_id = 3,
+	struct nproxy_net_opts o = { .size = sizeof(o), .rank = rank, .n_ranks = job->n, .comm_id = 3,
 				     .timeout_ms = job->timeout_ms, .root = job->root };
 	struct nproxy_net *net;
 	enum nproxy_status st;
@@ -228,7 +228,7 @@ static int missing_rank(uint32_t rank, void *arg)
 	int64_t t0 = ring_now_ms();
 
 	/* Three ranks expected, rank 2 never comes. */
-	st = nproxy_rdzv_open(job->root, rank, 3, job->timeout_ms, &rz);
+	st = ring_rdzv_open(job->root, rank, 3, job->timeout_ms, &rz);
 	if (ring_now_ms() - t0 > job->timeout_ms + 1500)
 		return 1;
 	if (rank == 0)
@@ -256,12 +256,12 @@ TEST(rendezvous_missing_rank)
 	EXPECT_EQ(RANK_GOT_ERROR, exits[0]);
 	EXPECT_EQ(RANK_GOT_ERROR, exits[1]);
 	/* The message names the missing rank. */
-	ASSERT_EQ((int)NPROXY_TIMEOUT, (int)nproxy_rdzv_open(job.root, 0, 3, 300, &rz));
+	ASSERT_EQ((int)NPROXY_TIMEOUT, (int)ring_rdzv_open(job.root, 0, 3, 300, &rz));
 	/* ... and a root nobody listens on is reported by a peer. */
 	port = ring_free_port();
 	snprintf(job.root, sizeof(job.root), "127.0.0.1:%d", port);
-	ASSERT_EQ((int)NPROXY_TIMEOUT, (int)nproxy_rdzv_open(job.root, 1, 2, 300, &rz));
-	ASSERT_EQ((int)NPROXY_INVALID, (int)nproxy_rdzv_open("127.0.0.1:notaport", 1, 2, 300, &rz));
+	ASSERT_EQ((int)NPROXY_TIMEOUT, (int)ring_rdzv_open(job.root, 1, 2, 300, &rz));
+	ASSERT_EQ((int)NPROXY_INVALID, (int)ring_rdzv_open("127.0.0.1:notaport", 1, 2, 300, &rz));
 }
 
 /* Host barrier: nobody leaves barrier k before everybody entered it. */
@@ -277,7 +277,7 @@ struct bar_job {
 static int bar_rank(uint32_t rank, void *arg)
 {
 	struct bar_job *job = arg;
-	struct nproxy_net_opts o = { .sz = sizeof(o), .rank = rank, .n_ranks = job->n, .comm_id = 9,
+	struct nproxy_net_opts o = { .size = sizeof(o), .rank = rank, .n_ranks = job->n, .comm_id = 9,
 				     .timeout_ms = 5000, .root = job->root };
 	struct nproxy_host_barrier hb;
 	struct nproxy_net *net;
@@ -342,5 +342,30 @@ static void run_barrier(struct __test_metadata *_metadata, const char *provider,
 TEST(host_barrier_shm_3) { run_barrier(_metadata, "shm", 3, false); }
 TEST(host_barrier_tcp_rxm_4) { run_barrier(_metadata, "tcp;ofi_rxm", 4, false); }
 TEST(host_barrier_dead_peer) { run_barrier(_metadata, "tcp;ofi_rxm", 3, true); }
+
+/* Every entry point that takes options checks their size first. */
+TEST(options_size_is_checked)
+{
+	struct nproxy_rdzv_opts ro = { .size = 0, .root = "127.0.0.1:1", .n_ranks = 1 };
+	struct nproxy_net_opts no = { .size = 0, .n_ranks = 1 };
+	struct nproxy_shm_sweep_opts so = { .size = 0, .dry_run = true };
+	struct nproxy_rdzv *rz = (struct nproxy_rdzv *)1;
+	struct nproxy_net *net = (struct nproxy_net *)1;
+	struct {
+		struct nproxy_net_opts o;
+		uint32_t newer_field;
+	} longer = { .o = NPROXY_NET_OPTS_INIT, .newer_field = 1 };
+	uint32_t n;
+
+	EXPECT_EQ((int)NPROXY_INVALID, (int)nproxy_rdzv_open(&ro, &rz));
+	EXPECT_EQ(NULL, rz);
+	EXPECT_EQ((int)NPROXY_INVALID, (int)nproxy_rdzv_open(NULL, &rz));
+	EXPECT_EQ((int)NPROXY_INVALID, (int)nproxy_net_open(&no, &net));
+	EXPECT_EQ(NULL, net);
+	longer.o.n_ranks = 1;
+	longer.o.size = sizeof(longer);
+	EXPECT_EQ((int)NPROXY_INVALID, (int)nproxy_net_open(&longer.o, &net));
+	EXPECT_EQ((int)NPROXY_INVALID, (int)nproxy_net_shm_sweep(&so, &n));
+}
 
 TEST_HARNESS_MAIN

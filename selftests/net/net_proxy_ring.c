@@ -47,13 +47,13 @@ struct fp_rank {
 
 static int fp_setup(struct fp_rank *fr, const struct fp_job *job, uint32_t rank)
 {
-	struct nproxy_hs_opts ho = { .sz = sizeof(ho), .backend = NPROXY_HS_MEMFD, .n_streams = 1,
+	struct nproxy_hs_opts ho = { .size = sizeof(ho), .backend = NPROXY_HS_MEMFD, .n_streams = 1,
 				     .n_sems = N_SEMS, .rank = rank };
-	struct nproxy_net_opts no = { .sz = sizeof(no), .rank = rank, .n_ranks = job->n,
+	struct nproxy_net_opts no = { .size = sizeof(no), .rank = rank, .n_ranks = job->n,
 				      .comm_id = 11, .timeout_ms = 10000, .root = job->root };
-	struct nproxy_comm_opts co = { .sz = sizeof(co), .rank = rank, .n_ranks = job->n,
+	struct nproxy_comm_opts co = { .size = sizeof(co), .rank = rank, .n_ranks = job->n,
 				       .device_index = rank, .flags = NPROXY_COMM_F_DEVICE_WAIT,
-				       .timeout_s = 30 };
+				       .timeout_ms = 30000 };
 	enum nproxy_status st;
 
 	fr->r = rank;
@@ -70,7 +70,7 @@ static int fp_setup(struct fp_rank *fr, const struct fp_job *job, uint32_t rank)
 	co.hs = fr->hs;
 	nproxy_net_seam(fr->net, &co.seam);
 	nproxy_net_host_barrier(fr->net, &co.barrier);
-	if ((st = nproxy_comm_init(&co, &fr->comm))) {
+	if ((st = nproxy_comm_open(&co, &fr->comm))) {
 		fprintf(stderr, "rank %u: comm_init: %s\n", rank, nproxy_status_str(st));
 		return -1;
 	}
@@ -79,7 +79,7 @@ static int fp_setup(struct fp_rank *fr, const struct fp_job *job, uint32_t rank)
 
 static void fp_teardown(struct fp_rank *fr)
 {
-	nproxy_comm_free(fr->comm);
+	nproxy_comm_close(fr->comm);
 	nproxy_net_close(fr->net);
 	nproxy_hs_close(fr->hs);
 }
@@ -171,7 +171,7 @@ static int fp_allgather(struct fp_rank *fr, size_t size)
 	struct nproxy_net_op *ops = calloc(2 * n, sizeof(*ops));
 	struct nproxy_net_addr *addrs = calloc(n, sizeof(*addrs));
 	struct nproxy_fifo_set fs;
-	struct nproxy_cc_op op = { .sz = sizeof(op), .streams_n = 1 };
+	struct nproxy_cc_op op = { .size = sizeof(op), .streams_n = 1 };
 	uint32_t mr, n_ops = 0, widx[2] = { SEM_RECV, SEM_SENT };
 	uint64_t ctx, want[2] = { n - 1, n - 1 };
 	int bad = 0;
@@ -222,7 +222,7 @@ static int fp_allreduce(struct fp_rank *fr, size_t size)
 	struct nproxy_net_op *rs = calloc(2 * n, sizeof(*rs)), *ag = calloc(2 * n, sizeof(*ag));
 	struct nproxy_net_addr *a_acc = calloc(n, sizeof(*a_acc)), *a_tmp = calloc(n, sizeof(*a_tmp));
 	struct nproxy_fifo_set fs[2];
-	struct nproxy_cc_op op = { .sz = sizeof(op), .streams_n = 1 };
+	struct nproxy_cc_op op = { .size = sizeof(op), .streams_n = 1 };
 	uint32_t mr_acc, mr_tmp, n_rs = 0, n_ag = 0, reduced = 0, widx[1] = { SEM_AG_RECV };
 	uint64_t ctx, want[1] = { n - 1 };
 	int bad = 0;

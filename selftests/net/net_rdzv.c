@@ -116,7 +116,7 @@ static int plain_rank(uint32_t rank, struct rdzv_job *job, int rounds)
 	struct nproxy_rdzv *rz;
 	enum nproxy_status st;
 
-	st = nproxy_rdzv_open(job->root, rank, job->n, job->tmo_ms, &rz);
+	st = ring_rdzv_open(job->root, rank, job->n, job->tmo_ms, &rz);
 	if (st != NPROXY_SUCCESS) {
 		record(&job->seen[rank], st, "open failed", t0);
 		return 0;
@@ -148,7 +148,7 @@ static int root_rank(uint32_t rank, struct rdzv_job *job)
 	char msg[256] = "";
 
 	(void)rank;
-	st = nproxy_rdzv_open(job->root, 0, job->n, job->tmo_ms, &rz);
+	st = ring_rdzv_open(job->root, 0, job->n, job->tmo_ms, &rz);
 	if (st == NPROXY_SUCCESS) {
 		st = gather_once(0, job, rz, t0);
 		if (st == NPROXY_SUCCESS)
@@ -186,7 +186,7 @@ static int dies_after_hello(uint32_t rank, struct rdzv_job *job)
 {
 	struct nproxy_rdzv *rz;
 
-	if (nproxy_rdzv_open(job->root, rank, job->n, job->tmo_ms, &rz))
+	if (ring_rdzv_open(job->root, rank, job->n, job->tmo_ms, &rz))
 		return 1;
 	raise(SIGKILL);	/* an OOM kill between hello and blob */
 	return 1;
@@ -219,7 +219,7 @@ static int fails_locally(uint32_t rank, struct rdzv_job *job)
 	int64_t t0 = ring_now_ms();
 	struct nproxy_rdzv *rz;
 
-	if (nproxy_rdzv_open(job->root, rank, job->n, job->tmo_ms, &rz))
+	if (ring_rdzv_open(job->root, rank, job->n, job->tmo_ms, &rz))
 		return 1;
 	if (gather_once(rank, job, rz, t0))
 		return 1;
@@ -261,7 +261,7 @@ static int stray_rank(uint32_t rank, struct rdzv_job *job)
 	int64_t t0 = ring_now_ms();
 	struct nproxy_rdzv *rz;
 
-	if (nproxy_rdzv_open(job->root, rank, 4, job->tmo_ms, &rz))
+	if (ring_rdzv_open(job->root, rank, 4, job->tmo_ms, &rz))
 		return 1;
 	gather_once(7, job, rz, t0);	/* seen[7]: the stray's view */
 	nproxy_rdzv_close(rz);
@@ -294,7 +294,7 @@ static int duplicate_rank(uint32_t rank, struct rdzv_job *job)
 	int64_t t0 = ring_now_ms();
 	struct nproxy_rdzv *rz;
 
-	if (nproxy_rdzv_open(job->root, rank, job->n, job->tmo_ms, &rz))
+	if (ring_rdzv_open(job->root, rank, job->n, job->tmo_ms, &rz))
 		return 1;
 	gather_once(7, job, rz, t0);
 	nproxy_rdzv_close(rz);
@@ -343,7 +343,7 @@ TEST(root_port_held_by_another_process)
 	ASSERT_EQ(0, listen(lfd, 4));
 	t0 = ring_now_ms();
 	/* A deadline far away: the error must not wait for it. */
-	EXPECT_EQ((int)NPROXY_RESOURCE, (int)nproxy_rdzv_open(job->root, 0, 2, 30000, &rz));
+	EXPECT_EQ((int)NPROXY_RESOURCE, (int)ring_rdzv_open(job->root, 0, 2, 30000, &rz));
 	EXPECT_LT(ring_now_ms() - t0, 5000);
 	close(lfd);
 	munmap(job, 4096 * 4);
@@ -352,7 +352,7 @@ TEST(root_port_held_by_another_process)
 /* nproxy_net_open on every rank; rank 2 asks for a provider that does not exist. */
 static int net_open_rank(uint32_t rank, struct rdzv_job *job)
 {
-	struct nproxy_net_opts o = { .sz = sizeof(o), .rank = rank, .n_ranks = job->n,
+	struct nproxy_net_opts o = { .size = sizeof(o), .rank = rank, .n_ranks = job->n,
 				     .comm_id = 5, .root = job->root, .rdzv_timeout_ms = 20000,
 				     .provider = rank == 2 ? "no-such-provider" : "tcp;ofi_rxm" };
 	int64_t t0 = ring_now_ms();

@@ -33,14 +33,14 @@ static int ring_rank(uint32_t rank, void *arg)
 {
 	struct ring_job *job = arg;
 	struct nproxy_net_opts o = {
-		.sz = sizeof(o), .rank = rank, .n_ranks = job->n, .comm_id = 7,
+		.size = sizeof(o), .rank = rank, .n_ranks = job->n, .comm_id = 7,
 		.timeout_ms = job->timeout_ms, .root = job->root[0] ? job->root : NULL,
 	};
 	struct nproxy_net *net;
 	enum nproxy_status st;
 	int bad = 0;
 
-	struct bp *bp = NULL;
+	struct nproxy_bp *bp = NULL;
 
 	if (job->provider) {
 		setenv("FI_PROVIDER", job->provider, 1);
@@ -48,8 +48,13 @@ static int ring_rank(uint32_t rank, void *arg)
 	}
 	if (job->bananaphone) {
 		/* Local ranks: no rendezvous address, names go over the bus. */
-		st = rank == 0 ? bp_create(job->root, job->n, &bp) :
-				 bp_connect(job->root, rank, job->n, 10000, &bp);
+		struct nproxy_bp_opts bo = NPROXY_BP_OPTS_INIT;
+
+		bo.job_id = job->root;
+		bo.rank = rank;
+		bo.n_ranks = job->n;
+		bo.timeout_ms = 10000;
+		st = nproxy_bp_open(&bo, &bp);
 		if (st) {
 			fprintf(stderr, "rank %u: bananaphone: %s\n", rank, nproxy_status_str(st));
 			return 2;
@@ -78,9 +83,9 @@ static int ring_rank(uint32_t rank, void *arg)
 	}
 	nproxy_net_close(net);
 	if (bp) {
-		if (bp_barrier(bp, 20000))
+		if (nproxy_bp_barrier(bp, 20000))
 			bad = 1;
-		bp_cleanup(bp);
+		nproxy_bp_close(bp);
 	}
 	return bad;
 }
@@ -131,7 +136,7 @@ TEST(bananaphone_4_ranks_auto_provider)
 static int pingpong_rank(uint32_t rank, void *arg)
 {
 	struct ring_job *job = arg;
-	struct nproxy_net_opts o = { .sz = sizeof(o), .rank = rank, .n_ranks = 2, .comm_id = 9,
+	struct nproxy_net_opts o = { .size = sizeof(o), .rank = rank, .n_ranks = 2, .comm_id = 9,
 				     .timeout_ms = job->timeout_ms, .root = job->root };
 	struct nproxy_net_op ops[2 * PP_ROUNDS];
 	uint64_t sem = 0;

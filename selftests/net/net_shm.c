@@ -20,7 +20,7 @@
 
 static struct nproxy_net *open_shm(void)
 {
-	struct nproxy_net_opts o = { .sz = sizeof(o), .rank = 0, .n_ranks = 1, .timeout_ms = 2000,
+	struct nproxy_net_opts o = { .size = sizeof(o), .rank = 0, .n_ranks = 1, .timeout_ms = 2000,
 				     .provider = "shm" };
 	struct nproxy_net *net = NULL;
 
@@ -227,7 +227,7 @@ FIXTURE_TEARDOWN(sweep_dir)
 TEST_F(sweep_dir, dry_run_removes_nothing)
 {
 	struct seen s = { 0 };
-	struct nproxy_shm_sweep_opts o = { .sz = sizeof(o), .dir = self->dir, .dry_run = true,
+	struct nproxy_shm_sweep_opts o = { .size = sizeof(o), .dir = self->dir, .dry_run = true,
 					   .each = each, .arg = &s };
 	uint32_t removed = 99;
 
@@ -244,7 +244,7 @@ TEST_F(sweep_dir, dry_run_removes_nothing)
 TEST_F(sweep_dir, removes_dead_pids_files_only)
 {
 	struct seen s = { 0 };
-	struct nproxy_shm_sweep_opts o = { .sz = sizeof(o), .dir = self->dir, .each = each,
+	struct nproxy_shm_sweep_opts o = { .size = sizeof(o), .dir = self->dir, .each = each,
 					   .arg = &s };
 	uint32_t removed = 0;
 
@@ -267,7 +267,7 @@ TEST_F(sweep_dir, removes_dead_pids_files_only)
 
 TEST_F(sweep_dir, one_pid_only)
 {
-	struct nproxy_shm_sweep_opts o = { .sz = sizeof(o), .dir = self->dir, .pid = self->dead };
+	struct nproxy_shm_sweep_opts o = { .size = sizeof(o), .dir = self->dir, .pid = self->dead };
 	uint32_t removed = 0;
 
 	/* A live PID asked for by name is still never touched. */
@@ -284,10 +284,10 @@ TEST_F(sweep_dir, one_pid_only)
 
 TEST(bad_arguments)
 {
-	struct nproxy_shm_sweep_opts o = { .sz = sizeof(o) - 1 };
+	struct nproxy_shm_sweep_opts o = { .size = sizeof(o) - 1 };
 
 	EXPECT_EQ((int)NPROXY_INVALID, (int)nproxy_net_shm_sweep(&o, NULL));
-	o.sz = sizeof(o);
+	o.size = sizeof(o);
 	o.dir = "/nonexistent/nproxy-sweep";
 	EXPECT_NE((int)NPROXY_SUCCESS, (int)nproxy_net_shm_sweep(&o, NULL));
 }
@@ -295,7 +295,7 @@ TEST(bad_arguments)
 /* The real /dev/shm: a dead PID's region there goes, through the default dir. */
 TEST(dev_shm_dead_pid)
 {
-	struct nproxy_shm_sweep_opts o = { .sz = sizeof(o) };
+	struct nproxy_shm_sweep_opts o = { .size = sizeof(o) };
 	char path[64];
 	uint32_t removed = 0;
 	int fd;

@@ -28,6 +28,19 @@
 #include <nproxy/handshake.h>
 #include <nproxy/net.h>
 
+/* nproxy_rdzv_open() from its fields. */
+static inline enum nproxy_status ring_rdzv_open(const char *root, uint32_t rank, uint32_t n,
+						uint32_t timeout_ms, struct nproxy_rdzv **rz)
+{
+	struct nproxy_rdzv_opts o = NPROXY_RDZV_OPTS_INIT;
+
+	o.root = root;
+	o.rank = rank;
+	o.n_ranks = n;
+	o.timeout_ms = timeout_ms;
+	return nproxy_rdzv_open(&o, rz);
+}
+
 static inline int64_t ring_now_ms(void)
 {
 	struct timespec ts;

@@ -73,7 +73,7 @@ static enum nproxy_status open_once(uint32_t n_ranks, char *why, size_t why_len)
 		/* It gives up at its own deadline at the latest. */
 		waitpid(follower, &ws, 0);
 		/* Killed or not, its libfabric regions go with it. */
-		struct nproxy_shm_sweep_opts so = { .sz = sizeof(so), .pid = follower };
+		struct nproxy_shm_sweep_opts so = { .size = sizeof(so), .pid = follower };
 		uint32_t n;
 
 		nproxy_net_shm_sweep(&so, &n);

@@ -37,7 +37,7 @@ static int rank_main(uint32_t i, void *arg)
 	    !nproxy_rank_bp(rk) || *nproxy_rank_strerror(rk)) {
 		fprintf(stderr, "# rank %u: a part is missing or an error is set\n", i);
 		rc = 11;
-	} else if (bp_size(nproxy_rank_bp(rk)) != job->n_ranks ||
+	} else if (nproxy_bp_size(nproxy_rank_bp(rk)) != job->n_ranks ||
 		   nproxy_net_size(nproxy_rank_net(rk)) != job->n_ranks ||
 		   strcmp(nproxy_net_provider(nproxy_rank_net(rk)), "shm") ||
 		   nproxy_hs_backend_of(nproxy_rank_hs(rk)) != NPROXY_HS_MEMFD ||

@@ -21,12 +21,17 @@ struct job {
 
 static int victim_main(struct job *job)
 {
-	struct bp *bp;
+	struct nproxy_bp_opts bo = NPROXY_BP_OPTS_INIT;
+	struct nproxy_bp *bp;
 
 	close(job->joined[0]);
-	if (bp_connect(job->id, 2, 3, (int)RT_WAIT_MS, &bp))
+	bo.rank = 2;
+	bo.n_ranks = 3;
+	bo.timeout_ms = RT_WAIT_MS;
+	bo.job_id = job->id;
+	if (nproxy_bp_open(&bo, &bp))
 		return 30;
-	if (bp_barrier(bp, (int)RT_WAIT_MS))
+	if (nproxy_bp_barrier(bp, RT_WAIT_MS))
 		return 32;
 	if (write(job->joined[1], "j", 1) != 1)
 		return 31;

@@ -137,7 +137,7 @@ static inline int rt_allgather(struct nproxy_rank *rk, uint32_t rank, uint32_t n
 	struct nproxy_net_addr src[RT_MAX_RANKS], dst[RT_MAX_RANKS];
 	struct nproxy_fifo_set blocks[RT_MAX_RANKS];
 	struct nproxy_prog_step prog[RT_MAX_RANKS + 1];
-	struct nproxy_cc_op op = { .sz = sizeof(op) };
+	struct nproxy_cc_op op = { .size = sizeof(op) };
 	struct nproxy_prog_result res;
 	uint32_t W = n_ranks, r = rank, mr, n_prog = 0;
 	enum nproxy_status st;

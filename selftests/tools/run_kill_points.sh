@@ -13,7 +13,7 @@
 # job, no libfabric shm file of the killed rank (/dev/shm/<pid>:*).
 #
 # A survivor that gives up because rank 1 died records it on the bus
-# (bp_abandon), so a survivor that then sees *it* exit still names rank 1.
+# (nproxy_bp_abandon), so a survivor that then sees *it* exit still names rank 1.
 here=$(cd "$(dirname "$0")" && pwd -P)
 BUILD=${NPROXY_BUILD:-$(cd "$here/../.." && pwd -P)}
 TOP=${NPROXY_TOP:-$(cd "$BUILD/.." && pwd -P)}
