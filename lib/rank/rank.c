@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <rdma/fabric.h>
 #include <nproxy/bananaphone.h>
@@ -28,12 +27,10 @@
 /* The reason of this thread's last failed open, for nproxy_rank_strerror(NULL). */
 static __thread char open_err[RANK_ERR_LEN];
 
+/* The library's one monotonic clock (common), in the unit of the API. */
 static uint64_t now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return wake_now_ns() / 1000000u;
 }
 
 /* The engine's longest rendezvous deadline (it refuses more). */
