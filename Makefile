@@ -14,8 +14,9 @@
 #                     (DESTDIR PREFIX BINDIR SBINDIR LIBDIR ...; see below);
 #                     the module goes via dkms
 #   make uninstall    removes what install put (same variables)
-#   make lint         checkpatch + sparse (C=2 W=1) over kmod/ and the uapi header,
-#                     and the library's exports against lib/libnproxy.map (lint-api)
+#   make lint         checkpatch + sparse (C=2 W=1) over kmod/ and the uapi header;
+#                     lint-lib: the library's exports against lib/libnproxy.map,
+#                     call graph, symbol prefix, long functions
 #   make fuzz         nproxy.ko's fuzzer in the VM, longer than make check runs it
 #                     (FUZZ_OPS=1000000 FUZZ_SEED=16 FUZZ_THREADS=4 FUZZ_TIMEOUT=s)
 #   make asan | tsan  host tests built with ASan+UBSan / TSan (build-asan/, build-tsan/)
@@ -70,7 +71,7 @@ CHECK_AREAS ?= $(TEST_AREAS)
 
 .DEFAULT_GOAL := all
 .PHONY: all lib tools selftests bench-build module module-required deps run \
-	check check-host check-valgrind bench install uninstall clean lint lint-api checkpatch sparse asan tsan fuzz help
+	check check-host check-valgrind bench install uninstall clean lint lint-lib checkpatch sparse asan tsan fuzz help
 
 all: lib tools selftests bench-build $(if $(SAN),,module)
 
@@ -225,15 +226,25 @@ $(CHECKPATCH):
 
 # Every checker always runs; any one failing fails lint.
 lint:
-	+@rc=0; $(SUBMAKE) checkpatch || rc=1; $(SUBMAKE) sparse || rc=1; $(SUBMAKE) lint-api || rc=1; \
+	+@rc=0; $(SUBMAKE) checkpatch || rc=1; $(SUBMAKE) sparse || rc=1; \
+		$(SUBMAKE) lint-lib || rc=1; \
 		if [ $$rc = 0 ]; then echo "lint: clean"; else echo "lint: FAILED (see above)" >&2; fi; exit $$rc
 
-# The exported symbols, lib/libnproxy.map and the NPROXY_API declarations of
-# include/nproxy/ agree, and no internal symbol lacks the npx_ prefix.  Call
-# cycles between files are reported but do not fail this part (yet).
-lint-api: lib
-	python3 scripts/lib-graph.py $(O)/lib $(O)/lib/libnproxy.so.0 --map lib/libnproxy.map \
-		--headers include/nproxy --skip-cycles
+# The library's shape, from the release build's objects (scripts/lib-graph.py):
+# the exported symbols, lib/libnproxy.map and the NPROXY_API declarations of
+# include/nproxy/ agree; no call cycle between files, no call against the
+# subsystem order, every non-static internal symbol prefixed npx_; and no
+# lib/ function over 80 lines unless scripts/long-functions.allow says why.
+LIB_GRAPH_FLAGS ?= --map lib/libnproxy.map --headers include/nproxy
+lint-lib:
+	+@$(SUBMAKE) -s SAN= O=$(TOP)/build lib
+	@rc=0; python3 $(TOP)/scripts/lib-graph.py $(LIB_GRAPH_FLAGS) $(TOP)/build/lib \
+		$(TOP)/build/lib/libnproxy.so.0 >$(TOP)/build/lib-graph.txt || rc=1; \
+		sed -n '/^internal non-static/,$$p' $(TOP)/build/lib-graph.txt; \
+		grep '^map:' $(TOP)/build/lib-graph.txt; \
+		$(TOP)/scripts/long-functions.sh lib || rc=1; \
+		if [ $$rc = 0 ]; then echo "lint-lib: clean (full report: build/lib-graph.txt)"; \
+		else echo "lint-lib: FAILED (full report: build/lib-graph.txt)" >&2; fi; exit $$rc
 
 checkpatch: $(CHECKPATCH)
 	$(CHECKPATCH) --no-tree --strict --terse --show-types --ignore SPDX_LICENSE_TAG -f $(LINT_FILES)

@@ -32,11 +32,12 @@ mutants=(
 	"eagain-deadline-unchecked#lib/net/net_engine.c#s|if \(b->eagain_since_ms && now - b->eagain_since_ms > net->timeout_ms\)|if (0)|#lib/proxy_engine"
 	"last-release-does-not-join#lib/proxy/proxy_queue.c#s|if \(q->started\)\n\t\tpthread_join\(q->thread, NULL\);|if (q->started)\n\t\tpthread_detach(q->thread);|#lib/proxy_contract lib/proxy_registry"
 	"trigger-gate-ignored#lib/proxy/proxy_task.c#s|== NPROXY_PROXY_TRIGGER_SENTINEL\)\n\t\t\treturn false;|== NPROXY_PROXY_TRIGGER_SENTINEL)\n\t\t\treturn true;|#net/net_proxy_ring"
-	"engine-completion-not-counted#lib/net/net_engine.c#s|nproxy_device_sem_add\(&b->dev, ready->post_sem, ready->post_inc\);|(void)ready;|#lib/proxy_engine"
+	"engine-completion-not-counted#lib/net/net_cq.c#s|nproxy_device_sem_add\(&b->dev, ready->post_sem, ready->post_inc\);|(void)ready;|#lib/proxy_engine"
 	"opts-tail-unchecked#lib/common/opts.c#s|if \(bytes\[i\]\) \{|if (bytes[i] && 0) {|#bananaphone/join lib/handshake_backend"
 	"opts-size-zero-accepted#lib/common/opts.c#s|if \(size == 0\) \{|if (0) {|#lib/handshake_backend lib/proxy_registry"
 	"unknown-status-unnumbered#lib/common/status.c#s|return unknown;|return \"NPROXY_UNKNOWN\";|#lib/status_names"
 	"not-found-is-failure#lib/proxy/proxy_task.c#s|return npx_comm_note\(comm, NPROXY_NOT_FOUND,|return npx_comm_note(comm, NPROXY_FAILURE,|#lib/proxy_loop"
+	"env-takes-a-sign#lib/common/env.c#s|\tif \(\*text < '0'[^\n]*\n\t\treturn -1;\n||#lib/common_env"
 )
 
 [[ -f $top/build/kselftest/kselftest_harness.h ]] ||

@@ -256,8 +256,18 @@ void npx_proxy_queue_destroy(struct proxy_queue *q);
 void npx_proxy_queue_append(struct proxy_queue *q, struct proxy_task *task);
 /* Abort and drop every task and status node of comm. */
 void npx_proxy_queue_drop_comm(struct proxy_queue *q, const struct nproxy_comm *comm);
-void npx_proxy_queue_lock(struct proxy_queue *q);
-void npx_proxy_queue_unlock(struct proxy_queue *q);
+/* Take mtx, announcing it so a spinning worker lets go between ticks. */
+static inline void npx_proxy_queue_lock(struct proxy_queue *q)
+{
+	__atomic_add_fetch(&q->lock_waiters, 1, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&q->mtx);
+	__atomic_sub_fetch(&q->lock_waiters, 1, __ATOMIC_RELAXED);
+}
+
+static inline void npx_proxy_queue_unlock(struct proxy_queue *q)
+{
+	pthread_mutex_unlock(&q->mtx);
+}
 void npx_proxy_queue_stats(struct proxy_queue *q, struct nproxy_proxy_stats *out);
 enum nproxy_idle_policy npx_proxy_idle_policy_from_env(void);
 int npx_proxy_thread_create(pthread_t *thread, const pthread_attr_t *attr,
