@@ -68,7 +68,7 @@ TEST_AREAS := $(patsubst selftests/%/Makefile,%,$(sort $(wildcard selftests/*/Ma
 CHECK_AREAS ?= $(TEST_AREAS)
 
 .DEFAULT_GOAL := all
-.PHONY: all lib tools selftests bench-build module module-required deps run \
+.PHONY: all lib tools test-support selftests bench-build module module-required deps run \
 	check check-host check-valgrind bench install uninstall clean lint checkpatch sparse asan tsan fuzz help
 
 all: lib tools selftests bench-build $(if $(SAN),,module)
@@ -79,10 +79,15 @@ lib:
 tools: lib
 	+$(if $(call have,tools),@$(SUBMAKE) -C tools,@echo "tools: no tools/Makefile yet, skipped")
 
-selftests: lib
+# Helpers and the loopback seam shared by the selftests and bench/
+# (selftests/support.mk), built once before either uses it.
+test-support: lib
+	+@$(SUBMAKE) -C selftests/net test-support
+
+selftests: lib test-support
 	+@set -e; for a in $(TEST_AREAS); do $(SUBMAKE) -C selftests/$$a; done
 
-bench-build: lib
+bench-build: lib test-support
 	+$(if $(call have,bench),@$(SUBMAKE) -C bench,@echo "bench: no bench/Makefile yet, skipped")
 
 # `make` builds the module only when the kernel headers are there;

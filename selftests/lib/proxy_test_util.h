@@ -16,7 +16,7 @@
 #include <nproxy/handshake.h>
 #include <nproxy/log.h>
 #include <nproxy/proxy.h>
-#include <nproxy/seam_loopback.h>
+#include "seam_loopback.h"
 
 /* Threads named "proxy-*"; *misnamed counts those not named "proxy-<their tid>". */
 static inline int count_proxy_threads(int *misnamed)
