@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+// SPDX-License-Identifier: GPL-2.0
 /*
  * The loopback network engine (tests and benchmarks only, seam_loopback.h):
  * ranks of one process exchange messages through per-(src, dst, stream)

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
+/* SPDX-License-Identifier: GPL-2.0 */
 /*
  * An in-process loopback network engine for the selftests and benchmarks
  * (in the test-support library, selftests/support.mk; never in libnproxy).

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Helpers shared by the selftests/lib/proxy_*.c programs: thread census,
+ * Helpers shared by the selftests/proxy/ programs: thread census,
  * log capture, per-thread CPU time, comm/op builders on the loopback seam.
  */
 #ifndef PROXY_TEST_UTIL_H

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Helpers shared by the selftests/lib/handshake_*.c programs.  Included
+ * Helpers shared by the selftests/handshake/ programs.  Included
  * after kselftest_harness.h.  Nothing here asserts: tests do.
  */
 #ifndef NPROXY_HANDSHAKE_TEST_H
