@@ -13,10 +13,11 @@
 # sub-makes never write it at the same time.
 
 NPROXY_TEST_DIR := $(TOP)/selftests/common
-NPROXY_TEST_SRCS := seam_loopback.c
+NPROXY_TEST_SRCS := nproxy_test.c seam_loopback.c
 NPROXY_TEST_OBJS := $(NPROXY_TEST_SRCS:%.c=$(O)/selftests/support/%.o)
 NPROXY_TEST_A := $(O)/selftests/libnproxy_test.a
 NPROXY_TEST_CPPFLAGS := -I$(NPROXY_TEST_DIR)
+NPROXY_TEST_HDRS := $(NPROXY_TEST_SRCS:%.c=$(NPROXY_TEST_DIR)/%.h)
 
 $(O)/selftests/support/%.o: $(NPROXY_TEST_DIR)/%.c
 	@mkdir -p $(dir $@)

@@ -31,11 +31,11 @@ TEST_LDLIBS += $(NPROXY_TEST_A) $(LIBNPROXY_A) $(FABRIC_LIBS) -pthread
 
 all: $(BINS)
 
-$(O)/selftests/$(AREA)/%: %.c $(KSFT_HDRS) $(NPROXY_TEST_A) $(LIBNPROXY_A) $(TEST_DEPS)
+$(O)/selftests/$(AREA)/%: %.c $(KSFT_HDRS) $(NPROXY_TEST_A) $(NPROXY_TEST_HDRS) $(LIBNPROXY_A) $(TEST_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(TEST_CPPFLAGS) $(ALL_CFLAGS) $(TEST_CFLAGS) -o $@ $< $(TEST_SRCS) $(LDFLAGS) $(TEST_LDLIBS)
 
-$(O)/selftests/vm/$(AREA)-%: %.vm.c $(KSFT_HDRS) $(NPROXY_TEST_A) $(LIBNPROXY_A) $(TEST_DEPS)
+$(O)/selftests/vm/$(AREA)-%: %.vm.c $(KSFT_HDRS) $(NPROXY_TEST_A) $(NPROXY_TEST_HDRS) $(LIBNPROXY_A) $(TEST_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(TEST_CPPFLAGS) $(ALL_CFLAGS) $(TEST_CFLAGS) -o $@ $< $(TEST_SRCS) $(LDFLAGS) $(TEST_LDLIBS)
 
