@@ -20,7 +20,7 @@
 #   make fuzz         nproxy.ko's fuzzer in the VM, longer than make check runs it
 #                     (FUZZ_OPS=1000000 FUZZ_SEED=16 FUZZ_THREADS=4 FUZZ_TIMEOUT=s)
 #   make asan | tsan  host tests built with ASan+UBSan / TSan (build-asan/, build-tsan/)
-#   make check-valgrind  lib and bananaphone tests under valgrind memcheck (leaks too)
+#   make check-valgrind  the library areas' tests under valgrind memcheck (leaks too)
 #   make clean
 #
 # Userspace outputs go to $(O) (build/, or build-$(SAN)/ with SAN=asan|tsan);
@@ -70,7 +70,7 @@ TEST_AREAS := $(patsubst selftests/%/Makefile,%,$(sort $(wildcard selftests/*/Ma
 CHECK_AREAS ?= $(TEST_AREAS)
 
 .DEFAULT_GOAL := all
-.PHONY: all lib tools selftests bench-build module module-required deps run \
+.PHONY: all lib tools test-support selftests bench-build module module-required deps run \
 	check check-host check-valgrind bench install uninstall clean lint lint-lib checkpatch sparse asan tsan fuzz help
 
 all: lib tools selftests bench-build $(if $(SAN),,module)
@@ -81,10 +81,15 @@ lib:
 tools: lib
 	+$(if $(call have,tools),@$(SUBMAKE) -C tools,@echo "tools: no tools/Makefile yet, skipped")
 
-selftests: lib
+# Helpers and the loopback seam shared by the selftests and bench/
+# (selftests/support.mk), built once before either uses it.
+test-support: lib
+	+@$(SUBMAKE) -C selftests/common test-support
+
+selftests: lib test-support
 	+@set -e; for a in $(TEST_AREAS); do $(SUBMAKE) -C selftests/$$a; done
 
-bench-build: lib
+bench-build: lib test-support
 	+$(if $(call have,bench),@$(SUBMAKE) -C bench,@echo "bench: no bench/Makefile yet, skipped")
 
 # `make` builds the module only when the kernel headers are there;
@@ -127,15 +132,16 @@ asan:
 
 # TSan for the threaded areas.  tools/ is left out: run_launcher.sh's veth
 # case fails under ASan and TSan; add it once it is clean:
-# make tsan TSAN_AREAS="lib bananaphone net tools".
-TSAN_AREAS ?= lib bananaphone net
+# make tsan TSAN_AREAS="$(LIB_AREAS) tools".
+LIB_AREAS := common handshake proxy net bananaphone
+TSAN_AREAS ?= $(LIB_AREAS)
 tsan:
 	+@$(SUBMAKE) SAN=tsan CHECK_AREAS="$(filter $(TSAN_AREAS),$(TEST_AREAS))" check-host
 
 # Valgrind memcheck, leaks included, over the areas whose tests run the
 # library in-process (forked ranks included), on the normal build:
 # one failure per test with an invalid access or a definite/indirect leak.
-VALGRIND_AREAS ?= lib bananaphone
+VALGRIND_AREAS ?= common handshake proxy bananaphone
 check-valgrind:
 	+@$(TOP)/scripts/deps.sh && $(SUBMAKE) lib selftests || \
 		{ echo "make check-valgrind: build failed (see above)"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }

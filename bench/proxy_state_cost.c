@@ -17,13 +17,11 @@
 #include <string.h>
 #include <time.h>
 #include "proxy/proxy_internal.h"
+#include "nproxy_test.h"
 
 static double now_s(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return (double)nproxy_test_now_ns() / 1e9;
 }
 
 /* The claim's work without a comm (the same stores as npx_proxy_state_task_claim). */

@@ -23,21 +23,21 @@ per_test_timeout=${NPROXY_MUTANT_TIMEOUT:-300}
 
 # name # file # perl substitution (applied with -0pe) # test programs (area/name, space-separated)
 mutants=(
-	"affinity-reapplied-on-join#lib/proxy/proxy_registry.c#s|node->refcnt\+\+;\t\t/\* SHARE: the queue and its worker are reused \*/|node->refcnt++; { const char *e = getenv(\"NPROXY_PROXY_CPUSET\"); cpu_set_t s; if (e && *e && parse_cpu_list(e, &s) == NPROXY_SUCCESS) pthread_setaffinity_np(node->queue->thread, sizeof(s), &s); }|#lib/proxy_contract lib/proxy_registry"
-	"destroy-does-not-wake-worker#lib/proxy/proxy_queue.c#s|npx_proxy_queue_unlock\(q\);\n\twake_signal\(&q->wake\);\n\tif \(q->started\)|npx_proxy_queue_unlock(q);\n\tif (q->started)|#lib/proxy_contract lib/proxy_registry lib/proxy_loop"
-	"run-states-renumbered#include/nproxy/proxy.h#s|WAITING_DEVICE_TRIGGER = 2,\n\tNPROXY_TASK_STATE_IDLE\t\t\t= 3,|WAITING_DEVICE_TRIGGER = 3,\n\tNPROXY_TASK_STATE_IDLE\t\t\t= 2,|#lib/proxy_contract lib/proxy_net_task lib/proxy_loop"
+	"affinity-reapplied-on-join#lib/proxy/proxy_registry.c#s|node->refcnt\+\+;\t\t/\* SHARE: the queue and its worker are reused \*/|node->refcnt++; { const char *e = getenv(\"NPROXY_PROXY_CPUSET\"); cpu_set_t s; if (e && *e && parse_cpu_list(e, &s) == NPROXY_SUCCESS) pthread_setaffinity_np(node->queue->thread, sizeof(s), &s); }|#proxy/proxy_contract proxy/proxy_registry"
+	"destroy-does-not-wake-worker#lib/proxy/proxy_queue.c#s|npx_proxy_queue_unlock\(q\);\n\twake_signal\(&q->wake\);\n\tif \(q->started\)|npx_proxy_queue_unlock(q);\n\tif (q->started)|#proxy/proxy_contract proxy/proxy_registry proxy/proxy_loop"
+	"run-states-renumbered#include/nproxy/proxy.h#s|WAITING_DEVICE_TRIGGER = 2,\n\tNPROXY_TASK_STATE_IDLE\t\t\t= 3,|WAITING_DEVICE_TRIGGER = 3,\n\tNPROXY_TASK_STATE_IDLE\t\t\t= 2,|#proxy/proxy_contract proxy/proxy_net_task proxy/proxy_loop"
 	"bananaphone-wake-dropped#lib/bananaphone/bananaphone_wait.c#s|\tfutex_wake\(&rc->bell\);|\t(void)futex_wake;|#bananaphone/wake bananaphone/barrier"
-	"run-state-before-status#lib/proxy/proxy_internal.h#s|(\t__atomic_store_n\(&st->progress_status, \(int\)rc, __ATOMIC_RELAXED\);\n)(\tproxy_state_task_state\(st->pub, \(uint32_t\)rs, \(int\)rc\);\n)(\twake_word_store\(&st->run_state, &st->sleepers, \(uint32_t\)rs\);\n)|\$3\$1\$2|#lib/proxy_contract lib/proxy_loop"
-	"stop-error-ignored#lib/proxy/proxy_net_task.c#s|(rc = nt->seam.ops->stop\(nt->seam.engine, s, bb\);\n\t\t\tif \()rc != NPROXY_SUCCESS|\${1}0|#lib/proxy_net_task"
-	"eagain-deadline-unchecked#lib/net/net_engine.c#s|if \(b->eagain_since_ms && now - b->eagain_since_ms > net->timeout_ms\)|if (0)|#lib/proxy_engine"
-	"last-release-does-not-join#lib/proxy/proxy_queue.c#s|if \(q->started\)\n\t\tpthread_join\(q->thread, NULL\);|if (q->started)\n\t\tpthread_detach(q->thread);|#lib/proxy_contract lib/proxy_registry"
+	"run-state-before-status#lib/proxy/proxy_internal.h#s|(\t__atomic_store_n\(&st->progress_status, \(int\)rc, __ATOMIC_RELAXED\);\n)(\tproxy_state_task_state\(st->pub, \(uint32_t\)rs, \(int\)rc\);\n)(\twake_word_store\(&st->run_state, &st->sleepers, \(uint32_t\)rs\);\n)|\$3\$1\$2|#proxy/proxy_contract proxy/proxy_loop"
+	"stop-error-ignored#lib/proxy/proxy_net_task.c#s|(rc = nt->seam.ops->stop\(nt->seam.engine, s, bb\);\n\t\t\tif \()rc != NPROXY_SUCCESS|\${1}0|#proxy/proxy_net_task"
+	"eagain-deadline-unchecked#lib/net/net_engine.c#s|if \(b->eagain_since_ms && now - b->eagain_since_ms > net->timeout_ms\)|if (0)|#proxy/proxy_engine"
+	"last-release-does-not-join#lib/proxy/proxy_queue.c#s|if \(q->started\)\n\t\tpthread_join\(q->thread, NULL\);|if (q->started)\n\t\tpthread_detach(q->thread);|#proxy/proxy_contract proxy/proxy_registry"
 	"trigger-gate-ignored#lib/proxy/proxy_task.c#s|== NPROXY_PROXY_TRIGGER_SENTINEL\)\n\t\t\treturn false;|== NPROXY_PROXY_TRIGGER_SENTINEL)\n\t\t\treturn true;|#net/net_proxy_ring"
-	"engine-completion-not-counted#lib/net/net_cq.c#s|nproxy_device_sem_add\(&b->dev, ready->post_sem, ready->post_inc\);|(void)ready;|#lib/proxy_engine"
-	"opts-tail-unchecked#lib/common/opts.c#s|if \(bytes\[i\]\) \{|if (bytes[i] && 0) {|#bananaphone/join lib/handshake_backend"
-	"opts-size-zero-accepted#lib/common/opts.c#s|if \(size == 0\) \{|if (0) {|#lib/handshake_backend lib/proxy_registry"
-	"unknown-status-unnumbered#lib/common/status.c#s|return unknown;|return \"NPROXY_UNKNOWN\";|#lib/status_names"
-	"not-found-is-failure#lib/proxy/proxy_task.c#s|return npx_comm_note\(comm, NPROXY_NOT_FOUND,|return npx_comm_note(comm, NPROXY_FAILURE,|#lib/proxy_loop"
-	"env-takes-a-sign#lib/common/env.c#s|\tif \(\*text < '0'[^\n]*\n\t\treturn -1;\n||#lib/common_env"
+	"engine-completion-not-counted#lib/net/net_cq.c#s|nproxy_device_sem_add\(&b->dev, ready->post_sem, ready->post_inc\);|(void)ready;|#proxy/proxy_engine"
+	"opts-tail-unchecked#lib/common/opts.c#s|if \(bytes\[i\]\) \{|if (bytes[i] && 0) {|#bananaphone/join handshake/handshake_backend"
+	"opts-size-zero-accepted#lib/common/opts.c#s|if \(size == 0\) \{|if (0) {|#handshake/handshake_backend proxy/proxy_registry"
+	"unknown-status-unnumbered#lib/common/status.c#s|return unknown;|return \"NPROXY_UNKNOWN\";|#common/status_names"
+	"not-found-is-failure#lib/proxy/proxy_task.c#s|return npx_comm_note\(comm, NPROXY_NOT_FOUND,|return npx_comm_note(comm, NPROXY_FAILURE,|#proxy/proxy_loop"
+	"env-takes-a-sign#lib/common/env.c#s|\tif \(\*text < '0'[^\n]*\n\t\treturn -1;\n||#common/common_env"
 )
 
 [[ -f $top/build/kselftest/kselftest_harness.h ]] ||

@@ -278,12 +278,6 @@ NPROXY_API enum nproxy_status nproxy_proxy_group_stats(uint32_t gid,
 NPROXY_API const char *nproxy_task_type_str(enum nproxy_task_type type);
 NPROXY_API const char *nproxy_task_run_state_str(enum nproxy_task_run_state state);
 
-/*
- * Test hook: make the next `count` worker-thread creations fail with
- * errno `err` (0 count: back to normal).  For selftests only.
- */
-NPROXY_API void nproxy_proxy_test_fail_thread_create(int err, unsigned int count);
-
 #ifdef __cplusplus
 }
 #endif

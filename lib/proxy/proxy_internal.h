@@ -270,8 +270,6 @@ static inline void npx_proxy_queue_unlock(struct proxy_queue *q)
 }
 void npx_proxy_queue_stats(struct proxy_queue *q, struct nproxy_proxy_stats *out);
 enum nproxy_idle_policy npx_proxy_idle_policy_from_env(void);
-int npx_proxy_thread_create(pthread_t *thread, const pthread_attr_t *attr,
-			void *(*fn)(void *), void *arg);
 
 /* ---- proxy_cache.c ---- */
 /* An object of kind put back earlier (its contents are stale), or NULL. */

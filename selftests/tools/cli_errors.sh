@@ -5,16 +5,10 @@
 # message naming the bad argument; --help/--version; launcher environment
 # errors; nproxyctl's program parser (FILE:LINE messages); and, on a host
 # without the module, nproxyctl's "not loaded" message and exit status 3.
-here=$(cd "$(dirname "$0")" && pwd -P)
-BUILD=${NPROXY_BUILD:-$(cd "$here/../.." && pwd -P)}
-TOP=${NPROXY_TOP:-$(cd "$BUILD/.." && pwd -P)}
-. "$TOP/scripts/tap.sh"
-RUN=$BUILD/bin/nproxy-run
-CTL=$BUILD/bin/nproxyctl
-[[ -x $RUN && -x $CTL ]] || tap_skip_all "tools not built (make -C tools)"
+. "${NPROXY_TOP:-${NPROXY_BUILD:-$(dirname "$0")/../..}/..}/scripts/tap.sh"
+tap_use_build nproxy-run nproxyctl
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+tap_tmpdir
 
 # expect DESC STATUS REGEX CMD...: CMD exits STATUS and its stderr+stdout matches REGEX.
 expect() {

@@ -14,13 +14,8 @@
 #   healthy  a running job with no hang: exit 0, and top --json lists its
 #            ranks with their workers.
 # Each job is bounded by --timeout and killed at the end of its case.
-here=$(cd "$(dirname "$0")" && pwd -P)
-BUILD=${NPROXY_BUILD:-$(cd "$here/../.." && pwd -P)}
-TOP=${NPROXY_TOP:-$(cd "$BUILD/.." && pwd -P)}
-. "$TOP/scripts/tap.sh"
-RUN=$BUILD/bin/nproxy-run
-CTL=$BUILD/bin/nproxyctl
-[[ -x $RUN && -x $CTL ]] || tap_skip_all "nproxy-run or nproxyctl not built (make -C tools)"
+. "${NPROXY_TOP:-${NPROXY_BUILD:-$(dirname "$0")/../..}/..}/scripts/tap.sh"
+tap_use_build nproxy-run nproxyctl
 tap_require_cmd python3 timeout
 BACKEND=${HANG_BACKEND:-memfd}
 export NPROXY_HANDSHAKE=$BACKEND

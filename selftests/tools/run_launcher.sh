@@ -5,12 +5,8 @@
 # NPROXY_RANK/NPROXY_WORLD_SIZE + NPROXY_ROOT_COMM_ID (tcp;ofi_rxm on lo),
 # across two network namespaces joined by a veth pair (two "hosts"), and
 # under Open MPI's mpirun.  Rank 0 prints the results; every rank exits 0.
-here=$(cd "$(dirname "$0")" && pwd -P)
-BUILD=${NPROXY_BUILD:-$(cd "$here/../.." && pwd -P)}
-TOP=${NPROXY_TOP:-$(cd "$BUILD/.." && pwd -P)}
-. "$TOP/scripts/tap.sh"
-RUN=$BUILD/bin/nproxy-run
-[[ -x $RUN ]] || tap_skip_all "nproxy-run not built (make -C tools)"
+. "${NPROXY_TOP:-${NPROXY_BUILD:-$(dirname "$0")/../..}/..}/scripts/tap.sh"
+tap_use_build nproxy-run
 tap_require_cmd python3 timeout
 
 tmp=$(mktemp -d)
