@@ -167,12 +167,16 @@ bench: deps
 # (make -C kmod dkms-src).  `make uninstall` removes exactly what install put.
 INSTALL_LIB = $(DESTDIR)$(LIBDIR)
 MAN_PAGES := $(wildcard Documentation/man/*.[1-8])
+# One ".so" page per name in a section 3 page's NAME (scripts/man-aliases.sh).
+MAN3_PAGES := $(filter %.3,$(MAN_PAGES))
+MAN3_ALIASES = $(shell $(TOP)/scripts/man-aliases.sh $(MAN3_PAGES))
 INSTALLED_FILES = $(INSTALL_LIB)/libnproxy.a $(INSTALL_LIB)/libnproxy.so.0 $(INSTALL_LIB)/libnproxy.so \
 	$(DESTDIR)$(PKGCONFIGDIR)/libnproxy.pc \
 	$(addprefix $(DESTDIR)$(INCLUDEDIR)/nproxy/,$(notdir $(wildcard include/nproxy/*.h))) \
 	$(DESTDIR)$(INCLUDEDIR)/linux/nproxy.h \
 	$(DESTDIR)$(BINDIR)/nproxy-run $(DESTDIR)$(SBINDIR)/nproxyctl \
 	$(foreach m,$(MAN_PAGES),$(DESTDIR)$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m))) \
+	$(foreach a,$(MAN3_ALIASES),$(DESTDIR)$(MANDIR)/man3/$(firstword $(subst =, ,$(a))).3) \
 	$(DESTDIR)$(BASHCOMPDIR)/nproxy-run $(DESTDIR)$(BASHCOMPDIR)/nproxyctl \
 	$(DESTDIR)$(UDEVRULESDIR)/60-nproxy.rules $(DESTDIR)$(SYSUSERSDIR)/nproxy.conf \
 	$(DESTDIR)$(MODPROBEDIR)/nproxy.conf $(DESTDIR)$(MODULESLOADDIR)/nproxy.conf
@@ -191,6 +195,11 @@ install: lib tools
 	@set -e; for m in $(MAN_PAGES); do s=$${m##*.}; \
 		echo "install -D -m 0644 $$m $(DESTDIR)$(MANDIR)/man$$s/$${m##*/}"; \
 		install -D -m 0644 $$m $(DESTDIR)$(MANDIR)/man$$s/$${m##*/}; done
+	@set -e; aliases=$$($(TOP)/scripts/man-aliases.sh $(MAN3_PAGES)); \
+		install -d $(DESTDIR)$(MANDIR)/man3; \
+		for a in $$aliases; do f=$(DESTDIR)$(MANDIR)/man3/$${a%%=*}.3; \
+			echo ".so man3/$${a#*=}" >$$f; chmod 0644 $$f; done; \
+		echo "man3: $$(wc -w <<<"$$aliases") alias pages (.so) in $(DESTDIR)$(MANDIR)/man3"
 	install -D -m 0644 dist/nproxy-run.bash-completion $(DESTDIR)$(BASHCOMPDIR)/nproxy-run
 	install -D -m 0644 dist/nproxyctl.bash-completion $(DESTDIR)$(BASHCOMPDIR)/nproxyctl
 	install -D -m 0644 kmod/60-nproxy.rules $(DESTDIR)$(UDEVRULESDIR)/60-nproxy.rules
