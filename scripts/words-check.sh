@@ -12,10 +12,10 @@
 # expressions so that this file does not match itself.
 #
 # DIR defaults to the tree this script is in.  In a git work tree only
-# tracked files are read (build outputs are not); elsewhere every file
-# outside .git and build*/.  License texts (LICENSES/, COPYING) are quoted
-# verbatim and are not ours to reword.  Exit status: 0 clean, 1 found,
-# 2 usage.
+# tracked files are read (once each, even mid-merge; build outputs are
+# not); elsewhere every file outside .git and build*/.  License texts
+# (LICENSES/, COPYING) are quoted verbatim and are not ours to reword.
+# Exit status: 0 clean, 1 found, 2 usage.
 
 set -u
 top=${1:-$(cd "$(dirname "$0")/.." && pwd -P)}
@@ -33,7 +33,7 @@ rules=(
 )
 
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-	mapfile -d '' files < <(git ls-files -z -- . ':!:LICENSES' ':!:COPYING')
+	mapfile -d '' files < <(git ls-files -z -- . ':!:LICENSES' ':!:COPYING' | sort -zu)
 else
 	mapfile -d '' files < <(find . \( -name .git -o -name 'build*' -o -name LICENSES \) -prune \
 		-o -type f ! -name COPYING -print0)
