@@ -16,7 +16,8 @@
 #   make uninstall    removes what install put (same variables)
 #   make lint         checkpatch + sparse (C=2 W=1) over kmod/ and the uapi header;
 #                     lint-lib: the library's exports against lib/libnproxy.map,
-#                     call graph, symbol prefix, long functions
+#                     call graph, symbol prefix, long functions;
+#                     scripts/words-check.sh over the whole tree
 #   make fuzz         nproxy.ko's fuzzer in the VM, longer than make check runs it
 #                     (FUZZ_OPS=1000000 FUZZ_SEED=16 FUZZ_THREADS=4 FUZZ_TIMEOUT=s)
 #   make asan | tsan  host tests built with ASan+UBSan / TSan (build-asan/, build-tsan/)
@@ -71,7 +72,7 @@ CHECK_AREAS ?= $(TEST_AREAS)
 
 .DEFAULT_GOAL := all
 .PHONY: all lib tools test-support selftests bench-build module module-required deps run \
-	check check-host check-valgrind bench install uninstall clean lint lint-lib checkpatch sparse asan tsan fuzz help
+	check check-host check-valgrind bench install uninstall clean lint lint-lib checkpatch sparse words asan tsan fuzz help
 
 all: lib tools selftests bench-build $(if $(SAN),,module)
 
@@ -110,7 +111,7 @@ deps:
 run: deps
 	+@$(SUBMAKE) all
 	@if [ -x $(O)/bin/nproxy-run ]; then exec $(O)/bin/nproxy-run; \
-	else echo "make run: tools/nproxy-run is not built yet (the tools issue adds it); nothing to run"; fi
+	else echo "make run: $(O)/bin/nproxy-run was not built; nothing to run"; fi
 
 # One closing line "N passed, N failed, N skipped" counts host and VM tests.
 # A failed bootstrap or build still ends with the closing line (one failure).
@@ -165,19 +166,23 @@ bench: deps
 	+@$(SUBMAKE) all
 	+@if [ -x bench/run ]; then exec bench/run; \
 	elif [ -n "$(call have,bench)" ] && grep -q '^run:' bench/Makefile; then $(SUBMAKE) -C bench run; \
-	else echo "make bench: no bench/run yet (the bench issue adds it); nothing to measure"; fi
+	else echo "make bench: no bench/run in this tree; nothing to measure"; fi
 
 # `make install` is userspace plus the files that make the module usable
 # (udev rule, group, modprobe.d); the module itself goes via dkms
 # (make -C kmod dkms-src).  `make uninstall` removes exactly what install put.
 INSTALL_LIB = $(DESTDIR)$(LIBDIR)
 MAN_PAGES := $(wildcard Documentation/man/*.[1-8])
+# One ".so" page per name in a section 3 page's NAME (scripts/man-aliases.sh).
+MAN3_PAGES := $(filter %.3,$(MAN_PAGES))
+MAN3_ALIASES = $(shell $(TOP)/scripts/man-aliases.sh $(MAN3_PAGES))
 INSTALLED_FILES = $(INSTALL_LIB)/libnproxy.a $(INSTALL_LIB)/libnproxy.so.0 $(INSTALL_LIB)/libnproxy.so \
 	$(DESTDIR)$(PKGCONFIGDIR)/libnproxy.pc \
 	$(addprefix $(DESTDIR)$(INCLUDEDIR)/nproxy/,$(notdir $(wildcard include/nproxy/*.h))) \
 	$(DESTDIR)$(INCLUDEDIR)/linux/nproxy.h \
 	$(DESTDIR)$(BINDIR)/nproxy-run $(DESTDIR)$(SBINDIR)/nproxyctl \
 	$(foreach m,$(MAN_PAGES),$(DESTDIR)$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m))) \
+	$(foreach a,$(MAN3_ALIASES),$(DESTDIR)$(MANDIR)/man3/$(firstword $(subst =, ,$(a))).3) \
 	$(DESTDIR)$(BASHCOMPDIR)/nproxy-run $(DESTDIR)$(BASHCOMPDIR)/nproxyctl \
 	$(DESTDIR)$(UDEVRULESDIR)/60-nproxy.rules $(DESTDIR)$(SYSUSERSDIR)/nproxy.conf \
 	$(DESTDIR)$(MODPROBEDIR)/nproxy.conf $(DESTDIR)$(MODULESLOADDIR)/nproxy.conf
@@ -196,6 +201,11 @@ install: lib tools
 	@set -e; for m in $(MAN_PAGES); do s=$${m##*.}; \
 		echo "install -D -m 0644 $$m $(DESTDIR)$(MANDIR)/man$$s/$${m##*/}"; \
 		install -D -m 0644 $$m $(DESTDIR)$(MANDIR)/man$$s/$${m##*/}; done
+	@set -e; aliases=$$($(TOP)/scripts/man-aliases.sh $(MAN3_PAGES)); \
+		install -d $(DESTDIR)$(MANDIR)/man3; \
+		for a in $$aliases; do f=$(DESTDIR)$(MANDIR)/man3/$${a%%=*}.3; \
+			echo ".so man3/$${a#*=}" >$$f; chmod 0644 $$f; done; \
+		echo "man3: $$(wc -w <<<"$$aliases") alias pages (.so) in $(DESTDIR)$(MANDIR)/man3"
 	install -D -m 0644 dist/nproxy-run.bash-completion $(DESTDIR)$(BASHCOMPDIR)/nproxy-run
 	install -D -m 0644 dist/nproxyctl.bash-completion $(DESTDIR)$(BASHCOMPDIR)/nproxyctl
 	install -D -m 0644 kmod/60-nproxy.rules $(DESTDIR)$(UDEVRULESDIR)/60-nproxy.rules
@@ -233,7 +243,7 @@ $(CHECKPATCH):
 # Every checker always runs; any one failing fails lint.
 lint:
 	+@rc=0; $(SUBMAKE) checkpatch || rc=1; $(SUBMAKE) sparse || rc=1; \
-		$(SUBMAKE) lint-lib || rc=1; \
+		$(SUBMAKE) lint-lib || rc=1; $(SUBMAKE) words || rc=1; \
 		if [ $$rc = 0 ]; then echo "lint: clean"; else echo "lint: FAILED (see above)" >&2; fi; exit $$rc
 
 # The library's shape, from the release build's objects (scripts/lib-graph.py):
@@ -254,6 +264,10 @@ lint-lib:
 
 checkpatch: $(CHECKPATCH)
 	$(CHECKPATCH) --no-tree --strict --terse --show-types --ignore SPDX_LICENSE_TAG -f $(LINT_FILES)
+
+# Words from outside the project (Documentation/development.md, "Words").
+words:
+	@$(TOP)/scripts/words-check.sh $(TOP)
 
 sparse:
 	@test -n "$(KDIR)" || { echo "lint: no kernel headers (run scripts/deps.sh)" >&2; exit 1; }

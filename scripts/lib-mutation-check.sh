@@ -4,7 +4,7 @@
 # lib-mutation-check.sh - show that the selftests catch a library with one
 # point of its contract broken (the counterpart of kmod/mutation-check.sh).
 # Each mutation below is a one-line change to lib/ (or its public header)
-# that the suite once let through (issue 16).  For each: copy the tree,
+# that the suite once let through.  For each: copy the tree,
 # apply the change, build the library and the test programs named, run
 # them, and expect at least one to fail (or to fail to build: the static
 # asserts).  A mutant "survives" when every named program passes; the

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * The op engine behind the seam: start (B1) validates a block's FIFO triple
- * and assigns every op its tag; progress (B2) drains the CQ, posts eligible
- * ops and checks deadlines, never blocking; stop (B3) retires a block.
+ * The op engine behind the seam: start() validates a block's FIFO triple
+ * and assigns every op its tag; progress() drains the CQ, posts eligible
+ * ops and checks deadlines, never blocking; stop() retires a block.
  *
  * Matching: sender and receiver FIFOs differ, so the "op index" in a tag is
  * the op's position among the ops of its block between the same two ranks

@@ -111,7 +111,7 @@ static inline void proxy_state_worker(struct proxy_state_worker *w, int tid, uin
 struct proxy_task;
 struct proxy_queue;
 
-/* The seed's enc_proxy_task_state: the one object worker and consumer share. */
+/* libnrt's enc_proxy_task_state: the one object worker and consumer share. */
 struct proxy_task_status {
 	int progress_status;		/* enum nproxy_status; atomic */
 	uint32_t run_state;		/* enum nproxy_task_run_state; atomic */
@@ -125,7 +125,7 @@ struct proxy_task_status {
 	struct proxy_task_status *prev, *next;
 };
 
-/* C's vtable: step() is the seed's vtable slot 0. */
+/* C's vtable: step() is libnrt's vtable slot 0. */
 struct proxy_task_ops {
 	enum nproxy_task_type type;
 	/* One tick; publishes status->{progress_status, run_state}. */
@@ -252,7 +252,7 @@ uint64_t npx_proxy_consumer_spin_ns_from_env(void);
 enum nproxy_status npx_proxy_queue_start(struct proxy_queue *q, const cpu_set_t *cpus);
 /* stop = 1, notify, join (if started), free every task and status. */
 void npx_proxy_queue_destroy(struct proxy_queue *q);
-/* The seed's append_task: publish status, then queue, then notify. */
+/* libnrt's append_task: publish status, then queue, then notify. */
 void npx_proxy_queue_append(struct proxy_queue *q, struct proxy_task *task);
 /* Abort and drop every task and status node of comm. */
 void npx_proxy_queue_drop_comm(struct proxy_queue *q, const struct nproxy_comm *comm);

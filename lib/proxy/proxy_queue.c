@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * The shared queue and its worker thread ("proxy-<tid>"): the seed's
+ * The shared queue and its worker thread ("proxy-<tid>"): libnrt's
  * enc_proxy_queue -- start / worker_thread / process / append / destroy.
  *
  * process() is the outer state machine: drain queued tasks into the
@@ -429,7 +429,7 @@ static void queue_process(struct proxy_queue *q)
 	pthread_mutex_unlock(&q->mtx);
 }
 
-/* The seed's worker_thread: name the thread after its tid, then process(). */
+/* libnrt's worker_thread: name the thread after its tid, then process(). */
 static void *queue_worker(void *arg)
 {
 	struct proxy_queue *q = arg;
@@ -453,7 +453,7 @@ static void *queue_worker(void *arg)
 	return NULL;
 }
 
-/* The seed's enc_proxy_queue::start. */
+/* libnrt's enc_proxy_queue::start. */
 enum nproxy_status npx_proxy_queue_start(struct proxy_queue *q, const cpu_set_t *cpus)
 {
 	pthread_attr_t attr;
@@ -585,7 +585,7 @@ void npx_proxy_queue_drop_comm(struct proxy_queue *q, const struct nproxy_comm *
 	status_unlink_matching(q, comm);
 }
 
-/* The seed's ~enc_proxy_queue: stop, notify, join (only if started). */
+/* libnrt's ~enc_proxy_queue: stop, notify, join (only if started). */
 void npx_proxy_queue_destroy(struct proxy_queue *q)
 {
 	if (!q)

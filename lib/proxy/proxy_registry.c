@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * The process-global shared-proxy registry (the seed's
+ * The process-global shared-proxy registry (libnrt's
  * g_shared_proxy_queues): gid -> {queue, refcnt} under one lock, and the
  * comm lifecycle that shares or creates a group's queue and worker.
  *

@@ -70,7 +70,7 @@ void npx_proxy_task_fini(struct proxy_task *task)
 	task->status = NULL;
 }
 
-/* The seed's can_start_proxy_task: one acquire load per valid stream. */
+/* libnrt's can_start_proxy_task: one acquire load per valid stream. */
 bool npx_proxy_task_can_start(const struct proxy_task *task)
 {
 	uint32_t i;
@@ -81,7 +81,7 @@ bool npx_proxy_task_can_start(const struct proxy_task *task)
 	return true;
 }
 
-/* The seed's clear_start_proxy_task_flag: consume with release stores of 0. */
+/* libnrt's clear_start_proxy_task_flag: consume with release stores of 0. */
 void npx_proxy_task_clear_start_flag(struct proxy_task *task)
 {
 	uint32_t i;
@@ -189,7 +189,7 @@ enum nproxy_status nproxy_check_status(struct nproxy_comm *comm, uint64_t ctx,
 	return nproxy_await_status(comm, ctx, type, 0, done, status);
 }
 
-/* The seed's enc_consume_proxy_task_status: wait for DONE, with a deadline. */
+/* libnrt's enc_consume_proxy_task_status: wait for DONE, with a deadline. */
 enum nproxy_status nproxy_wait_status(struct nproxy_comm *comm, uint64_t ctx,
 				      enum nproxy_task_type type, uint32_t timeout_ms)
 {

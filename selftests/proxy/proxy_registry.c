@@ -107,7 +107,7 @@ TEST(thread_create_failure_leaves_no_node_and_no_thread)
 	capture_stop();
 }
 
-TEST(gid_from_env_ranks_per_proxy_and_seed_fallback)
+TEST(gid_from_env_ranks_per_proxy_and_neuron_rt_fallback)
 {
 	struct nproxy_comm_opts o = plain_opts(5, 0);
 	struct nproxy_comm *c;
