@@ -18,6 +18,8 @@
 
 #define RUN_MAX_SIZES	64
 #define RUN_MAX_RANKS	64	/* the bananaphone bus limit (BP_MAX_RANKS) */
+/* Every rank holds the whole result buffer and its inputs. */
+#define RUN_MAX_SIZE_BYTES	(256ULL << 20)
 
 /* Exit statuses (nproxy-run(1)). */
 enum run_exit {
@@ -104,10 +106,6 @@ size_t run_record_size(const struct run_opts *o);
 
 /* run_opts.c */
 int run_parse_opts(int argc, char **argv, struct run_opts *o);
-int run_parse_size(const char *s, uint64_t *out);
-int run_parse_sizes(const char *s, struct run_opts *o);
-/* Same, with why[] saying what is wrong with s (one message per kind of mistake). */
-int run_parse_sizes_why(const char *s, struct run_opts *o, char *why, size_t len);
 const char *run_coll_name(enum run_collective c);
 void run_usage(FILE *f);
 
