@@ -101,6 +101,19 @@ expect "ctl: --json usage error is JSON" 2 '^\{"status":"usage-error","error":"u
 expect "ctl: --json unknown option is JSON" 2 '^\{"status":"usage-error","error":"unknown option' "$CTL" --json --bogus
 expect "ctl: --version says whether a module is loaded" 0 "^module: " "$CTL" --version
 expect "ctl: --version" 0 "^nproxyctl [0-9.]+ \\(ABI 1\\)" "$CTL" --version
+expect "ctl: a '+' is refused in the same words as nproxy-run" 2 "--count: '\\+2' is not a positive integer: no '\\+' or '-' sign" "$CTL" watch --count +2
+expect "ctl: a bad STREAM names the argument" 2 "STREAM: 'x' is not an unsigned integer" "$CTL" trigger 1 x
+expect "ctl: a bad sem VALUE names the argument" 2 "VALUE: '-1' is not an unsigned integer: no '\\+' or '-' sign" "$CTL" sem set 1 0 -- -1
+expect "ctl: --interval below 0.05" 2 "--interval: '0.01' is not a number of seconds in \\[0.05, 86400\\]" "$CTL" top --interval 0.01
+expect "ctl: a command's option before the command is refused" 2 "unknown option '--count' before the command" "$CTL" --count 3 watch
+expect "ctl: an option of another command" 2 "info: unknown option '--reset'" "$CTL" info --reset
+expect "ctl: option without its argument" 2 "watch: option '--count' needs an argument" "$CTL" watch --count
+expect "ctl: help --list names every command, one a line" 0 \
+	"^info regions stats watch state sem trigger program create top hang-report shm-sweep help $" \
+	bash -c '"$1" help --list | tr "\n" " "' _ "$CTL"
+expect "ctl: --help before a command is its help" 0 "^Usage: nproxyctl \\[--json\\] stats \\[--reset\\]" "$CTL" --help stats
+expect "ctl: hang-report --help" 0 "Exit 5 when a hang is found" "$CTL" hang-report --help
+expect "ctl: --json after the command" 2 '^\{"status":"usage-error","error":"usage: state REGION"\}$' "$CTL" state --json
 expect "ctl: shm-sweep takes no arguments" 2 "shm-sweep takes no arguments" "$CTL" shm-sweep x
 expect "ctl: shm-sweep --pid 0" 2 "--pid: '0' is not a process id" "$CTL" shm-sweep --pid 0
 expect "ctl: shm-sweep of a missing directory" 1 "cannot sweep /nonexistent" "$CTL" shm-sweep --dir /nonexistent/nproxy
