@@ -204,8 +204,13 @@ int ctl_next_option(const struct ctl_cmd *cmd, int argc, char **argv,
 						   argv[optind - 1]);
 			return -1;
 		case '?':
-			*exit_code = ctl_usage_err("%s: unknown option '%s'", cmd->name,
-						   argv[optind - 1]);
+			/* "-1" reads as an option: say what it is instead. */
+			if (optopt >= '0' && optopt <= '9')
+				*exit_code = ctl_usage_err("%s: '%s' is not an option, and values are unsigned: no '+' or '-' sign",
+							   cmd->name, argv[optind - 1]);
+			else
+				*exit_code = ctl_usage_err("%s: unknown option '%s'", cmd->name,
+							   argv[optind - 1]);
 			return -1;
 		default:
 			return c;

@@ -104,6 +104,7 @@ expect "ctl: --version" 0 "^nproxyctl [0-9.]+ \\(ABI 1\\)" "$CTL" --version
 expect "ctl: a '+' is refused in the same words as nproxy-run" 2 "--count: '\\+2' is not a positive integer: no '\\+' or '-' sign" "$CTL" watch --count +2
 expect "ctl: a bad STREAM names the argument" 2 "STREAM: 'x' is not an unsigned integer" "$CTL" trigger 1 x
 expect "ctl: a bad sem VALUE names the argument" 2 "VALUE: '-1' is not an unsigned integer: no '\\+' or '-' sign" "$CTL" sem set 1 0 -- -1
+expect "ctl: a negative operand is not taken for an option" 2 "trigger: '-1' is not an option, and values are unsigned" "$CTL" trigger 1 -1
 expect "ctl: --interval below 0.05" 2 "--interval: '0.01' is not a number of seconds in \\[0.05, 86400\\]" "$CTL" top --interval 0.01
 expect "ctl: a command's option before the command is refused" 2 "unknown option '--count' before the command" "$CTL" --count 3 watch
 expect "ctl: an option of another command" 2 "info: unknown option '--reset'" "$CTL" info --reset
