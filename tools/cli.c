@@ -93,8 +93,10 @@ static int parse_unsigned(const char *name, const char *text, uint64_t min, uint
 	err = read_digits(text, true, &v, &end);
 	if (err == -ERANGE || (!err && !*end && v > type_max))
 		return refuse(why, why_len, name, text, "%s: too large", what);
-	if (err || *end)
-		return refuse(why, why_len, name, text, "%s: trailing '%s'", what, err ? text : end);
+	if (err)
+		return refuse(why, why_len, name, text, "%s: no hex digits after 0x", what);
+	if (*end)
+		return refuse(why, why_len, name, text, "%s: trailing '%s'", what, end);
 	if (v < min || v > max)
 		return refuse(why, why_len, name, text, "%s", what);
 	*out = v;
