@@ -78,7 +78,7 @@ else
 		for p in "${pids[@]}"; do wait "$p"; rcs+=" $?"; done
 	}
 	run_ns_pair
-	# Known engine issue (reported): on tcp;ofi_rxm across namespaces the
+	# A known engine race: on tcp;ofi_rxm across namespaces the
 	# first host-barrier send sometimes fails with EINVAL while rxm is still
 	# connecting.  Retry that one failure once, visibly; anything else fails.
 	if [[ $rcs != " 0 0" ]] && grep -q "host barrier: send to rank 0: Invalid argument" "$tmp"/ns.*; then
