@@ -14,12 +14,14 @@
 #                     (DESTDIR PREFIX BINDIR SBINDIR LIBDIR ...; see below);
 #                     the module goes via dkms
 #   make uninstall    removes what install put (same variables)
-#   make lint         checkpatch + sparse (C=2 W=1) over kmod/ and the uapi header,
-#                     and the library's exports against lib/libnproxy.map (lint-api)
+#   make lint         checkpatch + sparse (C=2 W=1) over kmod/ and the uapi header;
+#                     lint-lib: the library's exports against lib/libnproxy.map,
+#                     call graph, symbol prefix, long functions;
+#                     scripts/words-check.sh over the whole tree
 #   make fuzz         nproxy.ko's fuzzer in the VM, longer than make check runs it
 #                     (FUZZ_OPS=1000000 FUZZ_SEED=16 FUZZ_THREADS=4 FUZZ_TIMEOUT=s)
 #   make asan | tsan  host tests built with ASan+UBSan / TSan (build-asan/, build-tsan/)
-#   make check-valgrind  lib and bananaphone tests under valgrind memcheck (leaks too)
+#   make check-valgrind  the library areas' tests under valgrind memcheck (leaks too)
 #   make clean
 #
 # Userspace outputs go to $(O) (build/, or build-$(SAN)/ with SAN=asan|tsan);
@@ -70,8 +72,8 @@ TEST_AREAS := $(patsubst selftests/%/Makefile,%,$(sort $(wildcard selftests/*/Ma
 CHECK_AREAS ?= $(TEST_AREAS)
 
 .DEFAULT_GOAL := all
-.PHONY: all lib tools selftests bench-build module module-required deps run \
-	check check-host check-valgrind bench install uninstall clean lint lint-api checkpatch sparse asan tsan fuzz help
+.PHONY: all lib tools test-support selftests bench-build module module-required deps run \
+	check check-host check-valgrind bench install uninstall clean lint lint-lib checkpatch sparse words asan tsan fuzz help
 
 all: lib tools selftests bench-build $(if $(SAN),,module)
 
@@ -81,10 +83,15 @@ lib:
 tools: lib
 	+$(if $(call have,tools),@$(SUBMAKE) -C tools,@echo "tools: no tools/Makefile yet, skipped")
 
-selftests: lib
+# Helpers and the loopback seam shared by the selftests and bench/
+# (selftests/support.mk), built once before either uses it.
+test-support: lib
+	+@$(SUBMAKE) -C selftests/common test-support
+
+selftests: lib test-support
 	+@set -e; for a in $(TEST_AREAS); do $(SUBMAKE) -C selftests/$$a; done
 
-bench-build: lib
+bench-build: lib test-support
 	+$(if $(call have,bench),@$(SUBMAKE) -C bench,@echo "bench: no bench/Makefile yet, skipped")
 
 # `make` builds the module only when the kernel headers are there;
@@ -105,7 +112,7 @@ deps:
 run: deps
 	+@$(SUBMAKE) all
 	@if [ -x $(O)/bin/nproxy-run ]; then exec $(O)/bin/nproxy-run; \
-	else echo "make run: tools/nproxy-run is not built yet (the tools issue adds it); nothing to run"; fi
+	else echo "make run: $(O)/bin/nproxy-run was not built; nothing to run"; fi
 
 # One closing line "N passed, N failed, N skipped" counts host and VM tests.
 # A failed bootstrap or build still ends with the closing line (one failure).
@@ -127,15 +134,16 @@ asan:
 
 # TSan for the threaded areas.  tools/ is left out: run_launcher.sh's veth
 # case fails under ASan and TSan; add it once it is clean:
-# make tsan TSAN_AREAS="lib bananaphone net tools".
-TSAN_AREAS ?= lib bananaphone net
+# make tsan TSAN_AREAS="$(LIB_AREAS) tools".
+LIB_AREAS := common handshake proxy net bananaphone
+TSAN_AREAS ?= $(LIB_AREAS)
 tsan:
 	+@$(SUBMAKE) SAN=tsan CHECK_AREAS="$(filter $(TSAN_AREAS),$(TEST_AREAS))" check-host
 
 # Valgrind memcheck, leaks included, over the areas whose tests run the
 # library in-process (forked ranks included), on the normal build:
 # one failure per test with an invalid access or a definite/indirect leak.
-VALGRIND_AREAS ?= lib bananaphone
+VALGRIND_AREAS ?= common handshake proxy bananaphone
 check-valgrind:
 	+@$(TOP)/scripts/deps.sh && $(SUBMAKE) lib selftests || \
 		{ echo "make check-valgrind: build failed (see above)"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
@@ -159,7 +167,7 @@ bench: deps
 	+@$(SUBMAKE) all
 	+@if [ -x bench/run ]; then exec bench/run; \
 	elif [ -n "$(call have,bench)" ] && grep -q '^run:' bench/Makefile; then $(SUBMAKE) -C bench run; \
-	else echo "make bench: no bench/run yet (the bench issue adds it); nothing to measure"; fi
+	else echo "make bench: no bench/run in this tree; nothing to measure"; fi
 
 # `make install` is userspace plus the files that make the module usable
 # (udev rule, group, modprobe.d); the module itself goes via dkms
@@ -167,12 +175,16 @@ bench: deps
 INSTALL_LIB = $(DESTDIR)$(LIBDIR)
 MAN_PAGES := $(wildcard Documentation/man/*.[1-8])
 EXAMPLE_FILES := $(wildcard examples/*.c) examples/Makefile
+# One ".so" page per name in a section 3 page's NAME (scripts/man-aliases.sh).
+MAN3_PAGES := $(filter %.3,$(MAN_PAGES))
+MAN3_ALIASES = $(shell $(TOP)/scripts/man-aliases.sh $(MAN3_PAGES))
 INSTALLED_FILES = $(INSTALL_LIB)/libnproxy.a $(INSTALL_LIB)/libnproxy.so.0 $(INSTALL_LIB)/libnproxy.so \
 	$(DESTDIR)$(PKGCONFIGDIR)/libnproxy.pc \
 	$(addprefix $(DESTDIR)$(INCLUDEDIR)/nproxy/,$(notdir $(wildcard include/nproxy/*.h))) \
 	$(DESTDIR)$(INCLUDEDIR)/linux/nproxy.h \
 	$(DESTDIR)$(BINDIR)/nproxy-run $(DESTDIR)$(SBINDIR)/nproxyctl \
 	$(foreach m,$(MAN_PAGES),$(DESTDIR)$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m))) \
+	$(foreach a,$(MAN3_ALIASES),$(DESTDIR)$(MANDIR)/man3/$(firstword $(subst =, ,$(a))).3) \
 	$(DESTDIR)$(BASHCOMPDIR)/nproxy-run $(DESTDIR)$(BASHCOMPDIR)/nproxyctl \
 	$(DESTDIR)$(UDEVRULESDIR)/60-nproxy.rules $(DESTDIR)$(SYSUSERSDIR)/nproxy.conf \
 	$(DESTDIR)$(MODPROBEDIR)/nproxy.conf $(DESTDIR)$(MODULESLOADDIR)/nproxy.conf \
@@ -194,6 +206,11 @@ install: lib tools
 		install -D -m 0644 $$m $(DESTDIR)$(MANDIR)/man$$s/$${m##*/}; done
 	install -d $(DESTDIR)$(EXAMPLEDIR)
 	install -m 0644 $(EXAMPLE_FILES) $(DESTDIR)$(EXAMPLEDIR)/
+	@set -e; aliases=$$($(TOP)/scripts/man-aliases.sh $(MAN3_PAGES)); \
+		install -d $(DESTDIR)$(MANDIR)/man3; \
+		for a in $$aliases; do f=$(DESTDIR)$(MANDIR)/man3/$${a%%=*}.3; \
+			echo ".so man3/$${a#*=}" >$$f; chmod 0644 $$f; done; \
+		echo "man3: $$(wc -w <<<"$$aliases") alias pages (.so) in $(DESTDIR)$(MANDIR)/man3"
 	install -D -m 0644 dist/nproxy-run.bash-completion $(DESTDIR)$(BASHCOMPDIR)/nproxy-run
 	install -D -m 0644 dist/nproxyctl.bash-completion $(DESTDIR)$(BASHCOMPDIR)/nproxyctl
 	install -D -m 0644 kmod/60-nproxy.rules $(DESTDIR)$(UDEVRULESDIR)/60-nproxy.rules
@@ -231,18 +248,32 @@ $(CHECKPATCH):
 
 # Every checker always runs; any one failing fails lint.
 lint:
-	+@rc=0; $(SUBMAKE) checkpatch || rc=1; $(SUBMAKE) sparse || rc=1; $(SUBMAKE) lint-api || rc=1; \
+	+@rc=0; $(SUBMAKE) checkpatch || rc=1; $(SUBMAKE) sparse || rc=1; \
+		$(SUBMAKE) lint-lib || rc=1; $(SUBMAKE) words || rc=1; \
 		if [ $$rc = 0 ]; then echo "lint: clean"; else echo "lint: FAILED (see above)" >&2; fi; exit $$rc
 
-# The exported symbols, lib/libnproxy.map and the NPROXY_API declarations of
-# include/nproxy/ agree, and no internal symbol lacks the npx_ prefix.  Call
-# cycles between files are reported but do not fail this part (yet).
-lint-api: lib
-	python3 scripts/lib-graph.py $(O)/lib $(O)/lib/libnproxy.so.0 --map lib/libnproxy.map \
-		--headers include/nproxy --skip-cycles
+# The library's shape, from the release build's objects (scripts/lib-graph.py):
+# the exported symbols, lib/libnproxy.map and the NPROXY_API declarations of
+# include/nproxy/ agree; no call cycle between files, no call against the
+# subsystem order, every non-static internal symbol prefixed npx_; and no
+# lib/ function over 80 lines unless scripts/long-functions.allow says why.
+LIB_GRAPH_FLAGS ?= --map lib/libnproxy.map --headers include/nproxy
+lint-lib:
+	+@$(SUBMAKE) -s SAN= O=$(TOP)/build lib
+	@rc=0; python3 $(TOP)/scripts/lib-graph.py $(LIB_GRAPH_FLAGS) $(TOP)/build/lib \
+		$(TOP)/build/lib/libnproxy.so.0 >$(TOP)/build/lib-graph.txt || rc=1; \
+		sed -n '/^internal non-static/,$$p' $(TOP)/build/lib-graph.txt; \
+		grep '^map:' $(TOP)/build/lib-graph.txt; \
+		$(TOP)/scripts/long-functions.sh lib tools || rc=1; \
+		if [ $$rc = 0 ]; then echo "lint-lib: clean (full report: build/lib-graph.txt)"; \
+		else echo "lint-lib: FAILED (full report: build/lib-graph.txt)" >&2; fi; exit $$rc
 
 checkpatch: $(CHECKPATCH)
 	$(CHECKPATCH) --no-tree --strict --terse --show-types --ignore SPDX_LICENSE_TAG -f $(LINT_FILES)
+
+# Words from outside the project (Documentation/development.md, "Words").
+words:
+	@$(TOP)/scripts/words-check.sh $(TOP)
 
 sparse:
 	@test -n "$(KDIR)" || { echo "lint: no kernel headers (run scripts/deps.sh)" >&2; exit 1; }

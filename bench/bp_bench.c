@@ -28,6 +28,7 @@
 #include <nproxy/bananaphone.h>
 #include <nproxy/log.h>
 #include <nproxy/status.h>
+#include "nproxy_test.h"
 
 enum op { OP_BARRIER, OP_AG64, OP_AG4K, OP_COUNT };
 static const char *const op_names[OP_COUNT] = { "barrier", "allgather", "allgather" };
@@ -35,23 +36,7 @@ static const size_t op_sizes[OP_COUNT] = { 0, 64, 4096 };
 
 static double now_us(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+	return (double)nproxy_test_now_ns() / 1e3;
 }
 
 /* lat: per-call latencies in us, or NULL for warmup. */
@@ -115,7 +100,7 @@ static int rank_main(const char *job, uint32_t rank, uint32_t n, int iters, int 
 		if (run_op(bp, op, blob, iters, lat))
 			return 1;
 		out[(op * 2) * NPROXY_BP_MAX_RANKS + rank] = (now_us() - t0) / iters;
-		out[(op * 2 + 1) * NPROXY_BP_MAX_RANKS + rank] = median(lat, iters);
+		out[(op * 2 + 1) * NPROXY_BP_MAX_RANKS + rank] = nproxy_test_median_double(lat, iters);
 	}
 	free(lat);
 	nproxy_bp_hangup(bp);
@@ -130,14 +115,8 @@ static int rank_main(const char *job, uint32_t rank, uint32_t n, int iters, int 
  */
 static void pin_rank(unsigned int rank, unsigned int n)
 {
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	cpu_set_t set;
-
-	if (cpus <= 0 || n > (unsigned int)cpus || getenv("BP_BENCH_NO_PIN"))
-		return;
-	CPU_ZERO(&set);
-	CPU_SET(rank, &set);
-	sched_setaffinity(0, sizeof(set), &set);
+	if (!getenv("BP_BENCH_NO_PIN"))
+		nproxy_test_pin_rank(rank, n);
 }
 
 struct detect_page {
@@ -214,7 +193,7 @@ static int detect(uint32_t n, int kills)
 			max = lat[k];
 	}
 	printf("RESULT impl=bananaphone op=detect_death ranks=%u size=0 iters=%d avg_us=%.0f p50_us=%.0f max_us=%.0f\n",
-	       n, kills, sum / nlat, median(lat, nlat), max);
+	       n, kills, sum / nlat, nproxy_test_median_double(lat, nlat), max);
 	fflush(stdout);
 	munmap(pg, sizeof(*pg));
 	free(lat);
@@ -283,7 +262,7 @@ int main(int argc, char **argv)
 				sum += res[(op * 2) * NPROXY_BP_MAX_RANKS + r];
 			printf("RESULT impl=bananaphone op=%s ranks=%u size=%zu iters=%d avg_us=%.2f p50_us=%.2f\n",
 			       op_names[op], n, op_sizes[op], iters, sum / n,
-			       median(&res[(op * 2 + 1) * NPROXY_BP_MAX_RANKS], (int)n));
+			       nproxy_test_median_double(&res[(op * 2 + 1) * NPROXY_BP_MAX_RANKS], (int)n));
 		}
 		fflush(stdout);
 		munmap(res, sizeof(double) * 2 * OP_COUNT * NPROXY_BP_MAX_RANKS);

@@ -54,7 +54,7 @@ done
 mpi_note=""
 ((have_mpi)) || mpi_note="openmpi: n/a (no mpicc/mpirun: install openmpi-bin libopenmpi-dev)"
 
-# Death detection (the issue's bound: 100 ms): survivors' time from the
+# Death detection (the project's bound: 100 ms): survivors' time from the
 # SIGKILL of the last rank to their NPROXY_PEER_DEAD, over 5 kills.
 kills=5
 [[ $QUICK == 1 ]] && kills=3

@@ -5,7 +5,7 @@
 # allreduce (Bananaphone, handshake regions, proxy workers, libfabric) against
 # Open MPI doing the same collective (bench/coll_mpi.mpi.c) on this host, in
 # one run, baselines interleaved (MPI, nproxy, MPI, nproxy: load drifts on
-# this shared box, so read the ratios, not the absolute numbers).
+# a shared host, so read the ratios, not the absolute numbers).
 #
 #  1. Ranks 2 and 4, allgather and allreduce, sizes 1K 64K 1M 4M 16M (size =
 #     the whole result buffer, each rank contributes size/P; allreduce of
@@ -20,7 +20,7 @@
 #     operations: from nproxy-run's cpu_s when its --json has it, else n/a.
 #  2. CPU while waiting on the device: a 2-rank job whose emulated device
 #     takes 200 ms to reach the network stage, CPU seconds per wall second.
-#  3. The issue's targets, met or missed per row.
+#  3. The project's targets, met or missed per row.
 #
 #   bench/coll_run.sh            full: 2 rounds, ITERS=40 timed iterations per size
 #   QUICK=1 bench/coll_run.sh    1 round, ITERS=10, sizes up to 4M (well under a minute)
@@ -53,7 +53,7 @@ RANKS=(2 4)
 COLLS=(allgather allreduce)
 SIZES=1K,64K,1M,4M,16M
 [[ $QUICK == 1 ]] && SIZES=${COLL_SIZES:-1K,64K,1M,4M}
-WAIT_DELAY_US=200000	# section 2: the issue's "device takes 200 ms" job
+WAIT_DELAY_US=200000	# section 2: the "device takes 200 ms" job
 
 [[ -x $nprun ]] || { echo "coll_run: $nprun missing (make -j2 all)" >&2; exit 1; }
 tmp=$(mktemp -d)
@@ -295,7 +295,7 @@ def busbw(c, p, b, med):
     f = (p - 1) / p * (2 if c == "allreduce" else 1)
     return b / (med * 1e-6) / 1e9 * f
 
-# (aim, must) ratio bounds from the issue, per size; None: no bound
+# (aim, must) ratio bounds (Documentation/development.md), per size; None: no bound
 def targets(b):
     if b >= 4 << 20:
         return (1.0, 1.5 if b == 4 << 20 else None)
@@ -390,7 +390,7 @@ if rounds > 1:
         print(l)
 else:
     print("# 1 round (QUICK=1 or ROUNDS=1): no spread between rounds to show")
-print("# targets (issue #10), nproxy median / MPI median, every delay: >= 1 MiB aim <= 1x, must <= 2x at")
+print("# targets, nproxy median / MPI median, every delay: >= 1 MiB aim <= 1x, must <= 2x at")
 print("#   1 MiB and <= 1.5x at 4 MiB; 64 KiB aim <= 2x, must <= 5x; 1 KiB aim <= 10x, must <= 50x.")
 print("#   This run: aim met in %d of %d rows, must met in %d of %d rows (informational, never a failure)."
       % (met["aim"][0], met["aim"][1], met["must"][0], met["must"][1]))

@@ -35,26 +35,12 @@
 #include <unistd.h>
 #include <nproxy/handshake.h>
 #include <nproxy/seam.h>
+#include "nproxy_test.h"
 
 #define MIN_ROUNDS	10000
 #define PAIRS_PER_PROG	(NPROXY_MAX_PROG_STEPS / 2)
 #define SPIN_LIMIT_NS	2000000000ULL	/* a lost trigger ends the run, not hangs it */
 #define WAIT_STEP_NS	1000000000ULL
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
 
 struct stats {
 	uint64_t median, p90, p99, max;
@@ -64,11 +50,11 @@ static struct stats summarize(uint64_t *v, size_t n)
 {
 	struct stats s;
 
-	qsort(v, n, sizeof(*v), cmp_u64);
-	s.median = v[n / 2];
-	s.p90 = v[n * 90 / 100];
-	s.p99 = v[n * 99 / 100];
-	s.max = v[n - 1];
+	nproxy_test_sort_u64(v, n);
+	s.median = nproxy_test_pct_u64(v, n, 50);
+	s.p90 = nproxy_test_pct_u64(v, n, 90);
+	s.p99 = nproxy_test_pct_u64(v, n, 99);
+	s.max = nproxy_test_pct_u64(v, n, 100);
 	return s;
 }
 
@@ -131,18 +117,18 @@ static int run_handshake(size_t rounds, uint64_t *trig, uint64_t *wake, uint64_t
 			uint32_t k = (uint32_t)(r + 1);
 			uint64_t t0, t1, deadline;
 
-			t0 = now_ns();
+			t0 = nproxy_test_now_ns();
 			nproxy_device_sem_add(&dev, 0, 1);
 			deadline = t0 + SPIN_LIMIT_NS;
 			while (nproxy_trigger_load(trigger) != k) {
-				if (now_ns() > deadline) {
+				if (nproxy_test_now_ns() > deadline) {
 					fprintf(stderr, "handshake_trigger: round %zu: no trigger in 2 s\n", r);
 					nproxy_hs_cancel(hs);
 					nproxy_hs_wait(hs, 1000, &res);
 					goto out;
 				}
 			}
-			t1 = now_ns();
+			t1 = nproxy_test_now_ns();
 			/* Stamped before the release store our acquire load paired with. */
 			trig[r] = t1 - __atomic_load_n(&info->last_trigger_ns, __ATOMIC_RELAXED);
 			wake[r] = __atomic_load_n(&info->last_wait_done_ns, __ATOMIC_RELAXED) - t0;
@@ -178,7 +164,7 @@ static void *pong(void *arg)
 
 		if (read(p->to_pong, &v, sizeof(v)) != sizeof(v))
 			return NULL;
-		p->woke_at[r] = now_ns();
+		p->woke_at[r] = nproxy_test_now_ns();
 		v = 1;
 		if (write(p->to_ping, &v, sizeof(v)) != sizeof(v))
 			return NULL;
@@ -201,11 +187,11 @@ static int run_eventfd(size_t rounds, uint64_t *wake, uint64_t *rtt)
 	for (r = 0; r < rounds; r++) {
 		uint64_t t0, v = 1;
 
-		t0 = now_ns();
+		t0 = nproxy_test_now_ns();
 		if (write(p.to_pong, &v, sizeof(v)) != sizeof(v) ||
 		    read(p.to_ping, &v, sizeof(v)) != sizeof(v))
 			break;
-		rtt[r] = now_ns() - t0;
+		rtt[r] = nproxy_test_now_ns() - t0;
 		/* The ponger wrote woke_at[r] before its write we just read. */
 		wake[r] = p.woke_at[r] - t0;
 	}

@@ -35,34 +35,21 @@
 #include <unistd.h>
 
 #include <linux/nproxy.h>
+#include "nproxy_test.h"
 
 #define PAIRS_PER_PROG	(NPROXY_MAX_PROG_STEPS / 2)
 /* Generous: under TCG on a loaded host the guest can stall for seconds. */
 #define SPIN_LIMIT_NS	30000000000ULL
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static void report(const char *what, uint64_t *v, size_t n, uint64_t *median_out)
 {
-	qsort(v, n, sizeof(*v), cmp_u64);
+	nproxy_test_sort_u64(v, n);
 	printf("%-34s median %8llu ns  p99 %9llu ns  max %10llu ns  (n=%zu)\n", what,
-	       (unsigned long long)v[n / 2], (unsigned long long)v[n * 99 / 100],
-	       (unsigned long long)v[n - 1], n);
+	       (unsigned long long)nproxy_test_pct_u64(v, n, 50),
+	       (unsigned long long)nproxy_test_pct_u64(v, n, 99),
+	       (unsigned long long)nproxy_test_pct_u64(v, n, 100), n);
 	if (median_out)
-		*median_out = v[n / 2];
+		*median_out = nproxy_test_pct_u64(v, n, 50);
 }
 
 struct region {
@@ -120,7 +107,7 @@ static int run_handshake(struct region *r, size_t rounds, int use_ioctl,
 			uint64_t t0, t1, deadline;
 
 			__atomic_store_n(&r->trig[0], 0, __ATOMIC_RELEASE);
-			t0 = now_ns();
+			t0 = nproxy_test_now_ns();
 			if (use_ioctl) {
 				struct nproxy_sem_op op = { .sem = 0, .value = 1 };
 
@@ -131,12 +118,12 @@ static int run_handshake(struct region *r, size_t rounds, int use_ioctl,
 			}
 			deadline = t0 + SPIN_LIMIT_NS;
 			while (__atomic_load_n(&r->trig[0], __ATOMIC_ACQUIRE) != (uint32_t)k) {
-				if (now_ns() > deadline) {
+				if (nproxy_test_now_ns() > deadline) {
 					fprintf(stderr, "kmod_latency: round %zu: no trigger in 30 s\n", done);
 					return -1;
 				}
 			}
-			t1 = now_ns();
+			t1 = nproxy_test_now_ns();
 			/* Written before the trigger's release store: visible now. */
 			sem_lat[done] = r->info->last_wait_done_ns - t0;
 			trig_lat[done] = t1 - r->info->last_trigger_ns;
@@ -183,12 +170,12 @@ static int run_eventfd(size_t rounds, uint64_t *rtt)
 	if (pp.to_peer < 0 || pp.to_main < 0 || pthread_create(&th, NULL, pong, &pp))
 		return -1;
 	for (i = 0; i < rounds; i++) {
-		uint64_t t0 = now_ns();
+		uint64_t t0 = nproxy_test_now_ns();
 
 		if (write(pp.to_peer, &v, sizeof(v)) != sizeof(v) ||
 		    read(pp.to_main, &v, sizeof(v)) != sizeof(v))
 			return -1;
-		rtt[i] = now_ns() - t0;
+		rtt[i] = nproxy_test_now_ns() - t0;
 	}
 	pthread_join(th, NULL);
 	close(pp.to_peer);

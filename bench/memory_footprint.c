@@ -30,6 +30,7 @@
 #include <unistd.h>
 #include <nproxy/bananaphone.h>
 #include <nproxy/proxy.h>
+#include "nproxy_test.h"
 
 #define TICK_WAIT_S	120	/* bound on waiting for the ticks to pass */
 #define WARM_TICKS	20000	/* before the first per-task figure */
@@ -47,30 +48,6 @@ static double rss_kib(void)
 	return res < 0 ? -1 : (double)res * (double)sysconf(_SC_PAGESIZE) / 1024.0;
 }
 
-static enum nproxy_status i_start(void *e, uint32_t s, uint32_t bb,
-				  const struct nproxy_fifo_set *f,
-				  const struct nproxy_device_sems *d)
-{
-	return NPROXY_SUCCESS;
-}
-
-static enum nproxy_status i_progress(void *e, uint32_t s, uint32_t bb, bool *idle,
-				     bool *block_done, bool *done)
-{
-	*idle = true;
-	*block_done = *done = false;
-	return NPROXY_SUCCESS;
-}
-
-static enum nproxy_status i_stop(void *e, uint32_t s, uint32_t bb)
-{
-	return NPROXY_SUCCESS;
-}
-
-static const struct nproxy_seam_ops idle_ops = {
-	.name = "idle", .start = i_start, .progress = i_progress, .stop = i_stop,
-};
-
 static struct nproxy_fifo_set fifo_set;
 static uint32_t trigger_word;
 
@@ -84,7 +61,7 @@ static int add_idle_task(struct nproxy_comm **out)
 	o.n_ranks = 1;
 	o.ranks_per_proxy = 1;		/* all on device 0: one worker */
 	o.idle_policy = NPROXY_IDLE_YIELD;
-	o.seam.ops = &idle_ops;
+	o.seam.ops = &nproxy_test_idle_seam_ops;
 	if (nproxy_comm_open(&o, out))
 		return -1;
 	memset(&op, 0, sizeof(op));

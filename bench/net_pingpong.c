@@ -35,6 +35,7 @@
 #include <nproxy/handshake.h>
 #include <nproxy/net.h>
 #include <nproxy/proxy.h>
+#include "nproxy_test.h"
 
 struct pp_result {
 	double usec;
@@ -44,10 +45,7 @@ struct pp_result {
 
 static double now_s(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
+	return (double)nproxy_test_now_ns() / 1e9;
 }
 
 static uint32_t iters_for(size_t size, uint32_t base)
@@ -233,20 +231,6 @@ static int rank_main(uint32_t rank, const char *root, bool proxy, const size_t *
 	return rc ? 1 : 0;
 }
 
-static int free_port(void)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-
-	if (fd >= 0 && !bind(fd, (struct sockaddr *)&sa, sizeof(sa)) &&
-	    !getsockname(fd, (struct sockaddr *)&sa, &len))
-		port = ntohs(sa.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
-}
-
 int main(int argc, char **argv)
 {
 	size_t sizes[32] = { 64, 256, 1024, 4096, 16384, 65536, 262144, 1 << 20, 4 << 20 };
@@ -277,7 +261,7 @@ int main(int argc, char **argv)
 	if (res == MAP_FAILED)
 		return 2;
 	memset(res, 0, sizeof(*res) * 32);
-	snprintf(root, sizeof(root), "127.0.0.1:%d", free_port());
+	snprintf(root, sizeof(root), "127.0.0.1:%d", nproxy_test_free_port());
 	for (uint32_t r = 0; r < 2; r++) {
 		pids[r] = fork();
 		if (pids[r] == 0) {

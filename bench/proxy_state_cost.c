@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * proxy_state_cost: what publishing the proxy state for tools costs the
- * proxy (lib/proxy/proxy_internal.h, issue 14), per hook, in a tight loop on one
+ * proxy (lib/proxy/proxy_internal.h), per hook, in a tight loop on one
  * thread: a run_state change (seqlock'd stores + CLOCK_MONOTONIC_COARSE),
  * a repeated run_state (one compare), a basic-block switch, and a task
  * slot claim (npx_proxy_state_task_claim's work: an atomic add, the slot's
@@ -17,13 +17,11 @@
 #include <string.h>
 #include <time.h>
 #include "proxy/proxy_internal.h"
+#include "nproxy_test.h"
 
 static double now_s(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return (double)nproxy_test_now_ns() / 1e9;
 }
 
 /* The claim's work without a comm (the same stores as npx_proxy_state_task_claim). */

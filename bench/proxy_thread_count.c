@@ -12,40 +12,7 @@
 #include <string.h>
 #include <time.h>
 #include <nproxy/proxy.h>
-
-static int count_proxy_threads(void)
-{
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *de;
-	int n = 0;
-
-	if (!d)
-		return -1;
-	while ((de = readdir(d))) {
-		char path[300], name[32] = "";
-		FILE *f;
-
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		if (fgets(name, sizeof(name), f) && !strncmp(name, "proxy-", 6))
-			n++;
-		fclose(f);
-	}
-	closedir(d);
-	return n;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
+#include "nproxy_test.h"
 
 int main(void)
 {
@@ -71,10 +38,10 @@ int main(void)
 				o.device_index = i;
 				o.ranks_per_proxy = rpps[b];
 				o.flags = NPROXY_COMM_F_SKIP_NET;
-				t0 = now_ns();
+				t0 = nproxy_test_now_ns();
 				if (nproxy_comm_open(&o, &c[i]))
 					return 1;
-				t0 = now_ns() - t0;
+				t0 = nproxy_test_now_ns() - t0;
 				if (nproxy_proxy_group_count() > before) {
 					create_ns += t0;
 					n_create++;
@@ -84,7 +51,7 @@ int main(void)
 				}
 			}
 			printf("| %5u | %11u | %6u | %13d | %15u |\n", n, rpps[b],
-			       nproxy_proxy_group_count(), count_proxy_threads(), n);
+			       nproxy_proxy_group_count(), nproxy_test_count_threads_named("proxy-", true), n);
 			for (i = 0; i < n; i++)
 				nproxy_comm_close(c[i]);
 		}

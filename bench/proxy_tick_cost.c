@@ -15,54 +15,18 @@
 #include <time.h>
 #include <unistd.h>
 #include <nproxy/proxy.h>
-
-static uint64_t ns_of(clockid_t clk)
-{
-	struct timespec ts;
-
-	clock_gettime(clk, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t thread_cpu_ns(int tid)
-{
-	return ns_of((clockid_t)((~(unsigned int)tid << 3) | 6));	/* per-thread SCHED clock */
-}
-
-static enum nproxy_status i_start(void *e, uint32_t s, uint32_t bb,
-				  const struct nproxy_fifo_set *f,
-				  const struct nproxy_device_sems *d)
-{
-	return NPROXY_SUCCESS;
-}
-
-static enum nproxy_status i_progress(void *e, uint32_t s, uint32_t bb, bool *idle,
-				     bool *block_done, bool *done)
-{
-	*idle = true;
-	*block_done = *done = false;
-	return NPROXY_SUCCESS;
-}
-
-static enum nproxy_status i_stop(void *e, uint32_t s, uint32_t bb)
-{
-	return NPROXY_SUCCESS;
-}
-
-static const struct nproxy_seam_ops idle_ops = {
-	.name = "idle", .start = i_start, .progress = i_progress, .stop = i_stop,
-};
+#include "nproxy_test.h"
 
 /* The baseline: just the seam calls, no loop machinery. */
 static double bare_calls_ns(uint64_t n)
 {
-	const struct nproxy_seam_ops *volatile ops = &idle_ops;
+	const struct nproxy_seam_ops *volatile ops = &nproxy_test_idle_seam_ops;
 	bool idle, bd, done;
-	uint64_t t0 = ns_of(CLOCK_THREAD_CPUTIME_ID), i;
+	uint64_t t0 = nproxy_test_thread_cpu_ns(gettid()), i;
 
 	for (i = 0; i < n; i++)
 		ops->progress(NULL, 0, 0, &idle, &bd, &done);
-	return (double)(ns_of(CLOCK_THREAD_CPUTIME_ID) - t0) / (double)n;
+	return (double)(nproxy_test_thread_cpu_ns(gettid()) - t0) / (double)n;
 }
 
 int main(int argc, char **argv)
@@ -96,7 +60,7 @@ int main(int argc, char **argv)
 			o.n_ranks = 1;
 			o.ranks_per_proxy = 1;		/* all on device 0: one group */
 			o.idle_policy = NPROXY_IDLE_SPIN;
-			o.seam.ops = &idle_ops;
+			o.seam.ops = &nproxy_test_idle_seam_ops;
 			if (nproxy_comm_open(&o, &comms[i]))
 				return 1;
 			memset(&op, 0, sizeof(op));
@@ -114,10 +78,10 @@ int main(int argc, char **argv)
 			nproxy_proxy_group_stats(0, &a);
 		} while (a.tasks_active != n);
 		tid = a.worker_tid;
-		c0 = thread_cpu_ns(tid);
+		c0 = nproxy_test_thread_cpu_ns(tid);
 		sleep(secs);
 		nproxy_proxy_group_stats(0, &b);
-		c1 = thread_cpu_ns(tid);
+		c1 = nproxy_test_thread_cpu_ns(tid);
 		per_step = (double)(c1 - c0) / (double)(b.steps - a.steps);
 		bare = bare_calls_ns(b.steps - a.steps > 50000000 ? 50000000 : b.steps - a.steps);
 		printf("| %10u | %12.1f | %7.0f | %23.1f | %8.1fx |\n", n, per_step,

@@ -24,16 +24,9 @@
 #include <unistd.h>
 #include <nproxy/handshake.h>
 #include <nproxy/proxy.h>
+#include "nproxy_test.h"
 
 #define GAP_US	2000
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 static void sleep_us(long us)
 {
@@ -42,21 +35,15 @@ static void sleep_us(long us)
 	nanosleep(&ts, NULL);
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static void report(const char *name, uint64_t *v, size_t n, double base_median)
 {
 	double med;
 
-	qsort(v, n, sizeof(*v), cmp_u64);
-	med = (double)v[n / 2];
+	nproxy_test_sort_u64(v, n);
+	med = (double)nproxy_test_pct_u64(v, n, 50);
 	printf("| %-22s | %8.1f | %8.1f | %8.1f | %8.1f | %6.2fx |\n", name, med / 1e3,
-	       v[n * 9 / 10] / 1e3, v[n * 99 / 100] / 1e3, v[n - 1] / 1e3,
+	       nproxy_test_pct_u64(v, n, 90) / 1e3, nproxy_test_pct_u64(v, n, 99) / 1e3,
+	       nproxy_test_pct_u64(v, n, 100) / 1e3,
 	       base_median > 0 ? med / base_median : 1.0);
 }
 
@@ -77,7 +64,7 @@ static enum nproxy_status b_progress(void *e, uint32_t s, uint32_t bb, bool *idl
 {
 	uint64_t zero = 0;
 
-	__atomic_compare_exchange_n(&t_progress, &zero, now_ns(), false, __ATOMIC_RELEASE,
+	__atomic_compare_exchange_n(&t_progress, &zero, nproxy_test_now_ns(), false, __ATOMIC_RELEASE,
 				    __ATOMIC_RELAXED);
 	*idle = false;
 	*block_done = *done = true;
@@ -129,7 +116,7 @@ static int run_policy(enum nproxy_idle_policy pol, uint64_t *lat, size_t rounds)
 		while (!__atomic_load_n(&t_started, __ATOMIC_ACQUIRE))
 			sleep_us(10);
 		sleep_us(GAP_US);
-		t0 = now_ns();
+		t0 = nproxy_test_now_ns();
 		nproxy_trigger_store(&trig, 1);
 		if (nproxy_wait_status(c, ctx, NPROXY_TASK_NETWORK, 10000) ||
 		    nproxy_wait_status(c, ctx, NPROXY_TASK_BARRIER, 10000))
@@ -157,7 +144,7 @@ static void *efd_reader(void *arg)
 
 		if (read(s->fd, &v, sizeof(v)) != sizeof(v))
 			break;
-		s->t1[i] = now_ns();
+		s->t1[i] = nproxy_test_now_ns();
 	}
 	return NULL;
 }
@@ -175,7 +162,7 @@ static int run_eventfd(uint64_t *lat, size_t rounds)
 		uint64_t one = 1;
 
 		sleep_us(GAP_US);
-		t0[i] = now_ns();
+		t0[i] = nproxy_test_now_ns();
 		if (write(s.fd, &one, sizeof(one)) != sizeof(one))
 			return -1;
 		while (!__atomic_load_n(&s.t1[i], __ATOMIC_ACQUIRE))
@@ -219,7 +206,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "eventfd baseline failed: %s\n", strerror(errno));
 		return 1;
 	}
-	qsort(lat, rounds, sizeof(*lat), cmp_u64);
+	nproxy_test_sort_u64(lat, rounds);
 	base = (double)lat[rounds / 2];
 	report("eventfd (blocking)", lat, rounds, base);
 	for (i = 0; i < sizeof(pols) / sizeof(pols[0]); i++) {

@@ -3,7 +3,7 @@
 #
 # mutation-check.sh - show that the VM selftests catch a module with a
 # feature removed.  Builds one nproxy.ko per mutation below (each deletes
-# one behaviour the issue asks for), boots the VM once, loads each mutant in
+# one behaviour the module promises), boots the VM once, loads each mutant in
 # turn and runs the selftest program that must catch it.  A mutant
 # "survives" when that program passes; the script then exits 1.
 #

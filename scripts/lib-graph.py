@@ -7,13 +7,15 @@ lib-graph.py OBJDIR LIB.so [--prefix npx_] [--map lib/libnproxy.map]
 
 Prints: the functions the shared library exports, the non-static symbols
 of the objects that are neither exported nor carry the internal prefix,
-and the call cycles between source files (strongly connected components
-of the "file A uses a symbol defined in file B" graph).  With --headers,
-also the functions the public headers mark NPROXY_API that the map does not
-list, or the other way round.  Exits 1 when the map, the headers and the
-exports disagree, an internal symbol lacks the prefix or a cycle exists
-(unless --skip-cycles: then cycles are reported only), so `make lint` can
-use it.
+the call cycles between source files (strongly connected components of
+the "file A uses a symbol defined in file B" graph), and the calls from
+one subsystem (lib/<subsystem>/) into another that the dependency order
+(LAYERS below) does not allow.  With --headers, also the functions the
+public headers mark NPROXY_API that the map does not list, or the other
+way round.  Exits 1 when the map, the headers and the exports disagree,
+an internal symbol lacks the prefix, a cycle exists (unless --skip-cycles:
+then cycles are reported only) or a call goes against the order, so
+`make lint` can use it.
 """
 import os
 import re
@@ -66,6 +68,35 @@ def sccs(graph):
     for v in sorted(graph):
         if v not in index:
             visit(v)
+    return out
+
+
+# Which subsystems (lib/<subsystem>/) a subsystem's files may call into:
+# the dependency order of Documentation/development.md ("Library layout").
+# A call against it is reported even when it makes no cycle.
+LAYERS = {
+    "common": set(),
+    "handshake": {"common"},
+    "bananaphone": {"common"},
+    "proxy": {"common", "handshake"},
+    "net": {"common", "handshake", "bananaphone"},
+    "rank": {"common", "handshake", "bananaphone", "proxy", "net"},
+}
+
+
+def layer_violations(used, defined):
+    """(caller file, callee file, symbol) for every call against LAYERS."""
+    out = []
+    for f, syms in sorted(used.items()):
+        a = f.split("/")[0]
+        for s in sorted(syms):
+            if s not in defined:
+                continue
+            b = defined[s].split("/")[0]
+            if a == b:
+                continue
+            if a not in LAYERS or b not in LAYERS[a]:
+                out.append((f, defined[s], s))
     return out
 
 
@@ -157,7 +188,11 @@ def main():
     print(f"call cycles between files: {len(cycles)}")
     for c in cycles:
         print("  " + " <-> ".join(c))
-    bad |= bool(internal)
+    layers = layer_violations(used, defined)
+    print(f"calls against the subsystem order: {len(layers)}")
+    for f, g, s in layers:
+        print(f"  {f} -> {g}: {s}")
+    bad |= bool(internal or layers)
     if cycles and skip_cycles:
         print("call cycles reported only (--skip-cycles)")
     else:

@@ -14,6 +14,10 @@
 #   tap_skip "needs a NIC" "no eth0 in the namespace"
 #   tap_done
 #
+# A test of the built tools starts with tap_use_build (BUILD, TOP, RUN, CTL;
+# skips when a tool it names is not built) and tap_tmpdir (a private $tmp
+# removed at exit), see below.
+#
 # run-tests exports NPROXY_TOP (repo root) and NPROXY_BUILD (the build tree,
 # e.g. build/ or build-asan/).  Exit status follows kselftest: 0 all passed,
 # 1 something failed, 4 everything skipped.
@@ -91,6 +95,33 @@ tap_require_cmd() {
 	for c in "$@"; do
 		command -v "$c" >/dev/null 2>&1 || tap_skip_all "needs '$c' (see scripts/packages.txt)"
 	done
+}
+
+# tap_use_build [TOOL...]: for a test of the built tree, sourced as
+#   . "${NPROXY_TOP:-${NPROXY_BUILD:-$(dirname "$0")/../..}/..}/scripts/tap.sh"
+# Sets BUILD (NPROXY_BUILD, or the build tree the test is installed in,
+# BUILD/selftests/AREA/), TOP (NPROXY_TOP, or BUILD/..), and RUN and CTL
+# (the built nproxy-run and nproxyctl).  The whole program skips unless
+# every TOOL named (nproxy-run, nproxyctl) is built.
+tap_use_build() {
+	local here tool missing=()
+	here=$(cd "$(dirname "$0")" && pwd -P)
+	BUILD=${NPROXY_BUILD:-$(cd "$here/../.." && pwd -P)}
+	TOP=${NPROXY_TOP:-$(cd "$BUILD/.." && pwd -P)}
+	RUN=$BUILD/bin/nproxy-run
+	CTL=$BUILD/bin/nproxyctl
+	for tool; do
+		[[ -x $BUILD/bin/$tool ]] || missing+=("$tool")
+	done
+	((${#missing[@]} == 0)) || tap_skip_all "${missing[*]} not built in $BUILD/bin (make tools)"
+}
+
+# tap_tmpdir: a private directory in $tmp, removed when the program exits.
+# A test that sets its own EXIT trap afterwards removes $tmp there.
+tap_tmpdir() {
+	tmp=$(mktemp -d "${TMPDIR:-/tmp}/nproxy-test.XXXXXX") ||
+		tap_skip_all "cannot create a temporary directory"
+	trap 'rm -rf "$tmp"' EXIT
 }
 
 # tap_done: print the plan if none was given, a kselftest-style totals

@@ -6,11 +6,15 @@
 # $(O)/selftests/<area>/, where scripts/run-tests finds and runs them.
 # Files named *.vm.c / *.vm.sh land in $(O)/selftests/vm/ instead and are
 # run inside the VM by scripts/vmtest (kernel-module tests).
+# Every program links the test-support library (selftests/support.mk)
+# and finds its headers by name ("nproxy_test.h", "seam_loopback.h").
 # Set AREA before including; TOP is ../.. .
 TOP := ../..
 include $(TOP)/scripts/build.mk
+include $(TOP)/selftests/support.mk
 
-C_TESTS := $(filter-out %.vm.c,$(wildcard *.c))
+# selftests/common/ also holds the test-support sources: not programs.
+C_TESTS := $(filter-out %.vm.c $(if $(filter common,$(AREA)),$(NPROXY_TEST_SRCS)),$(wildcard *.c))
 SH_TESTS := $(filter-out %.vm.sh,$(wildcard *.sh))
 VM_C_TESTS := $(wildcard *.vm.c)
 VM_SH_TESTS := $(wildcard *.vm.sh)
@@ -22,15 +26,16 @@ BINS := $(C_TESTS:%.c=$(O)/selftests/$(AREA)/%) $(SH_TESTS:%=$(O)/selftests/$(AR
 FABRIC_LIBS := $(shell pkg-config --libs libfabric 2>/dev/null || echo -lfabric)
 # The harness defines non-static helpers without prototypes.
 TEST_CFLAGS += -Wno-missing-prototypes
-TEST_LDLIBS += $(LIBNPROXY_A) $(FABRIC_LIBS) -pthread
+TEST_CPPFLAGS += $(NPROXY_TEST_CPPFLAGS)
+TEST_LDLIBS += $(NPROXY_TEST_A) $(LIBNPROXY_A) $(FABRIC_LIBS) -pthread
 
 all: $(BINS)
 
-$(O)/selftests/$(AREA)/%: %.c $(KSFT_HDRS) $(LIBNPROXY_A) $(TEST_DEPS)
+$(O)/selftests/$(AREA)/%: %.c $(KSFT_HDRS) $(NPROXY_TEST_A) $(NPROXY_TEST_HDRS) $(LIBNPROXY_A) $(TEST_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(TEST_CPPFLAGS) $(ALL_CFLAGS) $(TEST_CFLAGS) -o $@ $< $(TEST_SRCS) $(LDFLAGS) $(TEST_LDLIBS)
 
-$(O)/selftests/vm/$(AREA)-%: %.vm.c $(KSFT_HDRS) $(LIBNPROXY_A) $(TEST_DEPS)
+$(O)/selftests/vm/$(AREA)-%: %.vm.c $(KSFT_HDRS) $(NPROXY_TEST_A) $(NPROXY_TEST_HDRS) $(LIBNPROXY_A) $(TEST_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(TEST_CPPFLAGS) $(ALL_CFLAGS) $(TEST_CFLAGS) -o $@ $< $(TEST_SRCS) $(LDFLAGS) $(TEST_LDLIBS)
 

@@ -202,13 +202,70 @@ static size_t group_jobs(const struct ctl_proxy_list *l, struct job *jobs)
 	return n;
 }
 
+/* One stuck task, as one object of the "stuck" array. */
+static void stuck_task_json(struct json_writer *w, const struct job *j, const struct ctl_proxy *p,
+			    const struct nproxy_proxy_task *task, double age, const char *ev)
+{
+	json_obj_begin(w, NULL);
+	json_u64(w, "launcher_pid", j->ppid);
+	json_u64(w, "rank", p->ps.rank);
+	json_u64(w, "pid", (uint64_t)p->pid);
+	json_str(w, "backend", p->backend == CTL_PROXY_KMOD ? "kmod" : "memfd");
+	json_str(w, "task", ctl_task_type_name(task->type));
+	json_str(w, "state", ctl_run_state_name(task->run_state));
+	json_double(w, "for_s", age);
+	json_u64(w, "op", task->exec_id);
+	json_u64(w, "bb", task->bb);
+	json_u64(w, "trigger_mask", task->trigger_mask);
+	json_arr_begin(w, "triggers");
+	for (uint32_t s = 0; s < p->info.n_streams && s < NPROXY_MAX_STREAMS; s++)
+		json_u64(w, NULL, p->triggers[s]);
+	json_arr_end(w);
+	json_str(w, "prog_state", ctl_prog_state_name(p->info.prog_state));
+	json_u64(w, "prog_step", p->info.prog_step);
+	json_str(w, "evidence", ev);
+	json_obj_end(w);
+}
+
+/* Every task of job j in flight for at least min_age_s; how many. */
+static size_t report_job(const struct ctl_proxy_list *l, const struct job *j, double min_age_s,
+			 struct json_writer *w)
+{
+	size_t stuck = 0;
+	char ev[1024];
+
+	if (!w)
+		printf("job (launcher pid %u): %zu of %u ranks on this host\n", j->ppid, j->n,
+		       j->n_ranks);
+	for (size_t i = j->first; i < j->first + j->n; i++) {
+		const struct ctl_proxy *p = &l->v[i];
+
+		for (int t = 0; t < NPROXY_PROXY_STATE_TASKS; t++) {
+			const struct nproxy_proxy_task *task = &p->ps.tasks[t];
+			double age = ctl_age_s(p, task->progress_ns);
+
+			if (!task->type || task->run_state == NPROXY_TASK_STATE_DONE ||
+			    age < min_age_s)
+				continue;
+			stuck++;
+			task_evidence(l, j, p, task, ev, sizeof(ev));
+			if (w)
+				stuck_task_json(w, j, p, task, age, ev);
+			else
+				printf("rank %u (pid %d) task %s in %s for %.1f s: %s\n", p->ps.rank,
+				       (int)p->pid, ctl_task_type_name(task->type),
+				       ctl_run_state_name(task->run_state), age, ev);
+		}
+	}
+	return stuck;
+}
+
 int cmd_hang_report(bool json, double min_age_s, pid_t only_pid)
 {
 	struct ctl_proxy_list l;
 	struct json_writer w;
 	struct job *jobs;
 	size_t n_jobs, stuck = 0;
-	char ev[1024];
 	int rc = ctl_proxy_scan(&l, only_pid);
 
 	if (rc < 0)
@@ -226,52 +283,8 @@ int cmd_hang_report(bool json, double min_age_s, pid_t only_pid)
 		json_u64(&w, "denied", (uint64_t)l.denied);
 		json_arr_begin(&w, "stuck");
 	}
-	for (size_t jn = 0; jn < n_jobs; jn++) {
-		const struct job *j = &jobs[jn];
-
-		if (!json)
-			printf("job (launcher pid %u): %zu of %u ranks on this host\n", j->ppid, j->n,
-			       j->n_ranks);
-		for (size_t i = j->first; i < j->first + j->n; i++) {
-			const struct ctl_proxy *p = &l.v[i];
-
-			for (int t = 0; t < NPROXY_PROXY_STATE_TASKS; t++) {
-				const struct nproxy_proxy_task *task = &p->ps.tasks[t];
-				double age = ctl_age_s(p, task->progress_ns);
-
-				if (!task->type || task->run_state == NPROXY_TASK_STATE_DONE ||
-				    age < min_age_s)
-					continue;
-				stuck++;
-				task_evidence(&l, j, p, task, ev, sizeof(ev));
-				if (!json) {
-					printf("rank %u (pid %d) task %s in %s for %.1f s: %s\n",
-					       p->ps.rank, (int)p->pid, ctl_task_type_name(task->type),
-					       ctl_run_state_name(task->run_state), age, ev);
-					continue;
-				}
-				json_obj_begin(&w, NULL);
-				json_u64(&w, "launcher_pid", j->ppid);
-				json_u64(&w, "rank", p->ps.rank);
-				json_u64(&w, "pid", (uint64_t)p->pid);
-				json_str(&w, "backend", p->backend == CTL_PROXY_KMOD ? "kmod" : "memfd");
-				json_str(&w, "task", ctl_task_type_name(task->type));
-				json_str(&w, "state", ctl_run_state_name(task->run_state));
-				json_double(&w, "for_s", age);
-				json_u64(&w, "op", task->exec_id);
-				json_u64(&w, "bb", task->bb);
-				json_u64(&w, "trigger_mask", task->trigger_mask);
-				json_arr_begin(&w, "triggers");
-				for (uint32_t s = 0; s < p->info.n_streams && s < NPROXY_MAX_STREAMS; s++)
-					json_u64(&w, NULL, p->triggers[s]);
-				json_arr_end(&w);
-				json_str(&w, "prog_state", ctl_prog_state_name(p->info.prog_state));
-				json_u64(&w, "prog_step", p->info.prog_step);
-				json_str(&w, "evidence", ev);
-				json_obj_end(&w);
-			}
-		}
-	}
+	for (size_t jn = 0; jn < n_jobs; jn++)
+		stuck += report_job(&l, &jobs[jn], min_age_s, json ? &w : NULL);
 	if (json) {
 		json_arr_end(&w);
 		json_bool(&w, "hang", stuck > 0);

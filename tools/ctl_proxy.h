@@ -58,13 +58,8 @@ double ctl_age_s(const struct ctl_proxy *p, uint64_t ns);
 /* Exit status of hang-report when it found a hang. */
 #define CTL_HANG_FOUND	5
 
-/* nproxyctl's hook: is the command top or hang-report?  Then ctl_proxy_main
- * parses argv itself (ctl_top.c) and returns the exit status. */
-bool ctl_proxy_cmd_match(int argc, char **argv);
-int ctl_proxy_main(int argc, char **argv);
-
 /* Subcommands (ctl_top.c, ctl_hang.c): exit codes. */
-int cmd_top(bool json, long count, double interval_s, pid_t only_pid);
+int cmd_top(bool json, uint64_t count, double interval_s, pid_t only_pid);
 int cmd_hang_report(bool json, double min_age_s, pid_t only_pid);
 
 #endif

@@ -19,6 +19,7 @@
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include "cli.h"
 #include "ctl.h"
 #include "json_writer.h"
 
@@ -174,16 +175,18 @@ static int owner_cb(const struct ctl_attrs *a, void *arg)
 int ctl_region_open(const char *spec, struct nproxy_region_state *st)
 {
 	const char *colon = strchr(spec, ':');
-	char *end;
 	int fd = -1, err = 0;
 
 	if (colon) {
-		long pid = strtol(spec, &end, 10), rfd;
+		char pid_text[16];
+		uint32_t rfd;
+		int pid;
 
-		if (end != colon || pid <= 0)
+		if ((size_t)(colon - spec) >= sizeof(pid_text))
 			goto bad;
-		rfd = strtol(colon + 1, &end, 10);
-		if (*end || rfd < 0 || colon[1] == '\0')
+		snprintf(pid_text, sizeof(pid_text), "%.*s", (int)(colon - spec), spec);
+		if (cli_parse_pid("PID", pid_text, &pid, NULL, 0) ||
+		    cli_parse_u32("FD", colon + 1, 0, INT32_MAX, &rfd, NULL, 0))
 			goto bad;
 		fd = dup_remote_fd((pid_t)pid, (int)rfd, &err);
 		if (fd < 0) {
@@ -204,13 +207,14 @@ int ctl_region_open(const char *spec, struct nproxy_region_state *st)
 		}
 		return fd;
 	} else {
-		unsigned long id = strtoul(spec, &end, 0);
+		uint32_t id = 0;
+		bool id_ok = !cli_parse_u32("REGION", spec, 0, UINT32_MAX, &id, NULL, 0);
 		uint64_t io[2] = { id, 0 };
 		struct ctl_nl *nl;
 		DIR *d;
 		struct dirent *de;
 
-		if (!*spec || *end || id > UINT32_MAX)
+		if (!id_ok)
 			goto bad;
 		fd = ctl_open_dev();	/* a clear message when the module is missing */
 		if (fd < 0)
@@ -239,11 +243,11 @@ int ctl_region_open(const char *spec, struct nproxy_region_state *st)
 		if (fd >= 0)
 			return fd;
 		if (err) {
-			ctl_err("region %lu: not found among the fds this user may duplicate (permission denied: run as root or as the owner)",
+			ctl_err("region %u: not found among the fds this user may duplicate (permission denied: run as root or as the owner)",
 				id);
 			return -CTL_DENIED;
 		}
-		ctl_err("region %lu: no such region (see `%s regions`)", id, ctl_prog);
+		ctl_err("region %u: no such region (see `%s regions`)", id, ctl_prog);
 		return -CTL_FAIL;
 	}
 bad:

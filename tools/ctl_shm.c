@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <nproxy/net.h>
+#include "cli.h"
 #include "ctl.h"
+#include "ctl_cmd.h"
 #include "json_writer.h"
 
 struct sweep_out {
@@ -82,4 +84,34 @@ int cmd_shm_sweep(bool dry_run, int pid, const char *dir, bool json)
 		return st == NPROXY_PERM ? CTL_DENIED : CTL_FAIL;
 	}
 	return out.failed ? CTL_FAIL : CTL_OK;
+}
+
+int ctl_cmd_shm_sweep(const struct ctl_cmd *cmd, int argc, char **argv)
+{
+	enum { O_DRY_RUN = 256, O_PID, O_DIR };
+	static const struct option longopts[] = {
+		CTL_COMMON_OPTIONS,
+		{ "dry-run", no_argument, NULL, O_DRY_RUN },
+		{ "pid", required_argument, NULL, O_PID },
+		{ "dir", required_argument, NULL, O_DIR },
+		{ 0 }
+	};
+	const char *dir = NULL;
+	bool dry_run = false;
+	char why[200];
+	int c, pid = 0, code = CTL_OK;
+
+	while ((c = ctl_next_option(cmd, argc, argv, longopts, &code)) > 0) {
+		if (c == O_DRY_RUN)
+			dry_run = true;
+		else if (c == O_DIR)
+			dir = optarg;
+		else if (cli_parse_pid("--pid", optarg, &pid, why, sizeof(why)))
+			return ctl_usage_err("%s", why);
+	}
+	if (c < 0)
+		return code;
+	if (optind < argc)
+		return ctl_usage_err("%s takes no arguments", cmd->name);
+	return cmd_shm_sweep(dry_run, pid, dir, ctl_json);
 }

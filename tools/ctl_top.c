@@ -5,8 +5,8 @@
  * (ctl_proxy.c).  Rates (ops/s, the worker's CPU) are differences between
  * two refreshes, so the first screen shows them as "-".
  *
- * Also the entry point of top and hang-report (ctl_proxy_main): they parse
- * their own options, so nproxyctl's dispatch needs one hook only.
+ * Also the handlers of top and hang-report (their options; the work is
+ * cmd_top() here and cmd_hang_report() in ctl_hang.c).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -15,7 +15,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "cli.h"
 #include "ctl.h"
+#include "ctl_cmd.h"
 #include "ctl_proxy.h"
 #include "json_writer.h"
 
@@ -160,13 +162,13 @@ static void print_text(const struct ctl_proxy_list *l, const struct top_prev *pr
 	fflush(stdout);
 }
 
-int cmd_top(bool json, long count, double interval_s, pid_t only_pid)
+int cmd_top(bool json, uint64_t count, double interval_s, pid_t only_pid)
 {
 	struct top_prev *prev = NULL;
 	size_t n_prev = 0;
 	bool clear = !json && isatty(STDOUT_FILENO) && count != 1;
 
-	for (long shown = 0; !count || shown < count; shown++) {
+	for (uint64_t shown = 0; !count || shown < count; shown++) {
 		struct ctl_proxy_list l;
 		struct timespec ts;
 		struct top_prev *next;
@@ -208,113 +210,79 @@ int cmd_top(bool json, long count, double interval_s, pid_t only_pid)
 	return CTL_OK;
 }
 
-/* ---- option parsing shared by top and hang-report ---- */
+/* ---- the commands' options ---- */
 
-static const char *const proxy_cmds[] = { "top", "hang-report" };
+/* Options of top and hang-report (each reads the ones it lists). */
+struct proxy_opts {
+	uint64_t count;		/* top: refreshes (0: until a signal) */
+	double interval_s;	/* top: between refreshes */
+	double min_age_s;	/* hang-report: in flight at least this long */
+	int pid;		/* only this process's job (0: every proxy) */
+};
 
-bool ctl_proxy_cmd_match(int argc, char **argv)
+enum { O_COUNT = 256, O_INTERVAL, O_PID, O_MIN_AGE };
+
+static int proxy_parse(const struct ctl_cmd *cmd, int argc, char **argv,
+		       const struct option *longopts, struct proxy_opts *po, bool *done)
 {
-	for (int i = 1; i < argc; i++) {
-		if (argv[i][0] == '-')
-			continue;
-		for (size_t c = 0; c < sizeof(proxy_cmds) / sizeof(proxy_cmds[0]); c++)
-			if (!strcmp(argv[i], proxy_cmds[c]))
-				return true;
-		return false;
+	char why[200];
+	int c, code = CTL_OK, bad = 0;
+
+	*done = true;
+	while (!bad && (c = ctl_next_option(cmd, argc, argv, longopts, &code)) > 0) {
+		if (c == O_COUNT)
+			bad = cli_parse_u64("--count", optarg, 1, UINT64_MAX, &po->count, why,
+					    sizeof(why));
+		else if (c == O_INTERVAL)
+			bad = cli_parse_seconds("--interval", optarg, 0.05, 86400, &po->interval_s,
+						why, sizeof(why));
+		else if (c == O_MIN_AGE)
+			bad = cli_parse_seconds("--min-age", optarg, 0, 86400, &po->min_age_s, why,
+						sizeof(why));
+		else
+			bad = cli_parse_pid("--pid", optarg, &po->pid, why, sizeof(why));
 	}
-	return false;
+	if (bad)
+		return ctl_usage_err("%s", why);
+	if (c < 0)
+		return code;
+	if (optind < argc)
+		return ctl_usage_err("%s takes no arguments besides options", cmd->name);
+	*done = false;
+	return CTL_OK;
 }
 
-static void proxy_usage(FILE *f)
+int ctl_cmd_top(const struct ctl_cmd *cmd, int argc, char **argv)
 {
-	fprintf(f,
-"Usage: nproxyctl [--json] top [--count N] [--interval S] [--pid PID]\n"
-"       nproxyctl [--json] hang-report [--min-age S] [--pid PID]\n"
-"\n"
-"  top          every proxy on the host (process, rank, worker, tasks by state,\n"
-"               op rate, worker CPU, device program), refreshed every --interval\n"
-"               seconds (default 1) until interrupted or --count refreshes\n"
-"  hang-report  who waits for whom: every task in flight for at least --min-age\n"
-"               seconds (default 5) with its evidence (trigger words, the device\n"
-"               program's step and semaphore, stopped or missing peer ranks)\n"
-"  --pid PID    only the job of PID (a rank's pid or its launcher's)\n"
-"\n"
-"Exit status: 0 ok (hang-report: no hang found), 5 hang-report found a hang,\n"
-"1 failed, 2 usage.  Reading another user's process needs ptrace access (root).\n");
-}
-
-static int proxy_usage_err(const char *msg, const char *arg)
-{
-	fprintf(stderr, "%s: %s '%s'\nTry 'nproxyctl top --help'.\n", ctl_prog, msg, arg);
-	return CTL_USAGE;
-}
-
-static bool parse_seconds(const char *s, double *out)
-{
-	char *end;
-	double v = strtod(s, &end);
-
-	if (!*s || *end || v < 0 || v > 86400)
-		return false;
-	*out = v;
-	return true;
-}
-
-int ctl_proxy_main(int argc, char **argv)
-{
-	enum { O_COUNT = 256, O_INTERVAL, O_PID, O_MIN_AGE };
 	static const struct option longopts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
+		CTL_COMMON_OPTIONS,
 		{ "count", required_argument, NULL, O_COUNT },
 		{ "interval", required_argument, NULL, O_INTERVAL },
 		{ "pid", required_argument, NULL, O_PID },
-		{ "min-age", required_argument, NULL, O_MIN_AGE },
 		{ 0 }
 	};
-	double interval_s = 1, min_age_s = 5;
-	const char *cmd = NULL;
-	bool json = false;
-	long count = 0;
-	pid_t pid = 0;
-	char *end;
-	int c;
+	struct proxy_opts po = { .interval_s = 1 };
+	bool done;
+	int code = proxy_parse(cmd, argc, argv, longopts, &po, &done);
 
-	while ((c = getopt_long(argc, argv, "jh", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'j': json = true; break;
-		case 'h': proxy_usage(stdout); return CTL_OK;
-		case O_COUNT:
-			count = strtol(optarg, &end, 10);
-			if (*end || count <= 0)
-				return proxy_usage_err("--count: not a positive integer", optarg);
-			break;
-		case O_INTERVAL:
-			if (!parse_seconds(optarg, &interval_s) || interval_s < 0.05)
-				return proxy_usage_err("--interval: not a number of seconds >= 0.05",
-						       optarg);
-			break;
-		case O_MIN_AGE:
-			if (!parse_seconds(optarg, &min_age_s))
-				return proxy_usage_err("--min-age: not a number of seconds", optarg);
-			break;
-		case O_PID:
-			pid = (pid_t)strtol(optarg, &end, 10);
-			if (*end || pid <= 0)
-				return proxy_usage_err("--pid: not a process id", optarg);
-			break;
-		default:
-			fprintf(stderr, "Try 'nproxyctl top --help'.\n");
-			return CTL_USAGE;
-		}
-	}
-	if (optind != argc - 1) {
-		fprintf(stderr, "%s: top and hang-report take no arguments besides options\n",
-			ctl_prog);
-		return CTL_USAGE;
-	}
-	cmd = argv[optind];
-	if (!strcmp(cmd, "top"))
-		return cmd_top(json, count, interval_s, pid);
-	return cmd_hang_report(json, min_age_s, pid);
+	if (done)
+		return code;
+	return cmd_top(ctl_json, po.count, po.interval_s, po.pid);
+}
+
+int ctl_cmd_hang_report(const struct ctl_cmd *cmd, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		CTL_COMMON_OPTIONS,
+		{ "min-age", required_argument, NULL, O_MIN_AGE },
+		{ "pid", required_argument, NULL, O_PID },
+		{ 0 }
+	};
+	struct proxy_opts po = { .min_age_s = 5 };
+	bool done;
+	int code = proxy_parse(cmd, argc, argv, longopts, &po, &done);
+
+	if (done)
+		return code;
+	return cmd_hang_report(ctl_json, po.min_age_s, po.pid);
 }

@@ -233,193 +233,256 @@ static int culprit_weight(int st)
 	return 2;
 }
 
-static int run_forked(const struct run_opts *o)
-{
-	uint32_t P = o->procs;
-	size_t rsz = run_record_size(o);
-	struct run_place place = { .launched = false, .launcher = "self", .n_procs = P,
-				   .local_procs = P };
+/* The self-fork supervisor's view of the job. */
+struct supervisor {
+	const struct run_opts *o;
+	uint32_t P;
+	struct run_place place;
+	uint8_t *shared;		/* P records of rsz bytes, shared with the ranks */
+	size_t rsz;
 	struct run_proc_record *recs[RUN_MAX_RANKS];
 	struct child kids[RUN_MAX_RANKS];
-	struct run_progress prog;
-	struct run_table table = { 0 };
-	struct sigaction sa = { .sa_handler = on_interrupt };
-	double t0 = run_now(), hard_deadline, grace_until = 0;
-	char what[96], msg[700] = "";
-	uint8_t *shared;
-	int code, first_bad = -1;
 	uint32_t alive;
+	int first_bad;			/* the process to blame, or -1 */
+	struct run_progress prog;
+	struct run_table table;
+	double t0, hard_deadline, grace_until;
+	char msg[700];			/* why the run stopped, "" if it did not */
+};
 
-	code = check_world(o, P);
-	if (code)
-		return code;
-	snprintf(place.job_id, sizeof(place.job_id), "nproxy-run-%d-%lx", (int)getpid(),
-		 (unsigned long)time(NULL));
-	shared = mmap(NULL, rsz * P, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (shared == MAP_FAILED) {
+/* In the child: one process of the job, never returning. */
+static void run_child(struct supervisor *sv, uint32_t p)
+{
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	int code;
+
+	sigaction(SIGINT, &dfl, NULL);
+	sigaction(SIGTERM, &dfl, NULL);
+	/* Never outlive the supervisor. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() == 1)
+		_exit(RUN_EXIT_DEAD);
+	if (sv->o->bind == RUN_BIND_CORE)
+		bind_to_cpu(p);
+	sv->place.proc_rank = p;
+	sv->place.local_proc = p;
+	run_crash_install(sv->recs[p], false, NULL);
+	code = run_job(sv->o, &sv->place, sv->recs[p]);
+	sv->recs[p]->state = code ? 2 : 1;
+	/* exit(), not _exit(): stdio was flushed before fork, and
+	 * sanitizer builds check this rank for leaks. */
+	exit(code);
+}
+
+/* The shared records, then one child per process; a run_exit code. */
+static int fork_ranks(struct supervisor *sv)
+{
+	sv->shared = mmap(NULL, sv->rsz * sv->P, PROT_READ | PROT_WRITE,
+			  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sv->shared == MAP_FAILED) {
 		fprintf(stderr, "nproxy-run: mmap of the results area: %s\n", strerror(errno));
 		return RUN_EXIT_FAILURE;
 	}
-	memset(shared, 0, rsz * P);
+	memset(sv->shared, 0, sv->rsz * sv->P);
 	fflush(NULL);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	for (uint32_t p = 0; p < P; p++) {
-		recs[p] = (struct run_proc_record *)(shared + p * rsz);
-		kids[p] = (struct child){ 0 };
-		kids[p].pid = fork();
-		if (kids[p].pid < 0) {
-			fprintf(stderr, "nproxy-run: fork of process %u: %s\n", p, strerror(errno));
-			for (uint32_t q = 0; q < p; q++)
-				kill(kids[q].pid, SIGKILL);
-			for (uint32_t q = 0; q < p; q++)
-				waitpid(kids[q].pid, NULL, 0);
-			munmap(shared, rsz * P);
-			return RUN_EXIT_FAILURE;
-		}
-		if (kids[p].pid == 0) {
-			struct sigaction dfl = { .sa_handler = SIG_DFL };
+	for (uint32_t p = 0; p < sv->P; p++) {
+		sv->recs[p] = (struct run_proc_record *)(sv->shared + p * sv->rsz);
+		sv->kids[p] = (struct child){ 0 };
+		sv->kids[p].pid = fork();
+		if (sv->kids[p].pid == 0)
+			run_child(sv, p);
+		if (sv->kids[p].pid > 0)
+			continue;
+		fprintf(stderr, "nproxy-run: fork of process %u: %s\n", p, strerror(errno));
+		for (uint32_t q = 0; q < p; q++)
+			kill(sv->kids[q].pid, SIGKILL);
+		for (uint32_t q = 0; q < p; q++)
+			waitpid(sv->kids[q].pid, NULL, 0);
+		munmap(sv->shared, sv->rsz * sv->P);
+		return RUN_EXIT_FAILURE;
+	}
+	return RUN_EXIT_OK;
+}
 
-			sigaction(SIGINT, &dfl, NULL);
-			sigaction(SIGTERM, &dfl, NULL);
-			/* Never outlive the supervisor. */
-			prctl(PR_SET_PDEATHSIG, SIGKILL);
-			if (getppid() == 1)
-				_exit(RUN_EXIT_DEAD);
-			if (o->bind == RUN_BIND_CORE)
-				bind_to_cpu(p);
-			place.proc_rank = p;
-			place.local_proc = p;
-			run_crash_install(recs[p], false, NULL);
-			code = run_job(o, &place, recs[p]);
-			recs[p]->state = code ? 2 : 1;
-			/* exit(), not _exit(): stdio was flushed before fork, and
-			 * sanitizer builds check this rank for leaks. */
-			exit(code);
+/* Reap whoever exited; remember the one to blame. */
+static void reap_ranks(struct supervisor *sv, double now)
+{
+	for (uint32_t p = 0; p < sv->P; p++) {
+		struct child *k = &sv->kids[p];
+		int st;
+
+		if (k->reaped || waitpid(k->pid, &st, WNOHANG) != k->pid)
+			continue;
+		k->reaped = true;
+		k->status = st;
+		k->when = now;
+		sv->alive--;
+		if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+			continue;
+		if (sv->first_bad < 0 ||
+		    culprit_weight(st) > culprit_weight(sv->kids[sv->first_bad].status))
+			sv->first_bad = (int)p;
+		if (!sv->grace_until)
+			sv->grace_until = now + 3;	/* peers notice and exit on their own */
+	}
+}
+
+/* New rows of the table, and the progress bar at the slowest process. */
+static void draw_progress(struct supervisor *sv)
+{
+	const struct run_opts *o = sv->o;
+	uint64_t done = UINT64_MAX;
+
+	for (uint32_t p = 0; p < sv->P; p++) {
+		uint64_t d = __atomic_load_n(&sv->recs[p]->progress, __ATOMIC_ACQUIRE);
+
+		if (d < done)
+			done = d;
+	}
+	if (run_sizes_finished(o, sv->recs, sv->P) > sv->table.rows_printed) {
+		run_progress_finish(&sv->prog);
+		run_table_stream(&sv->table, o, &sv->place, sv->recs, sv->P);
+	}
+	if (sv->alive && done != UINT64_MAX) {
+		uint32_t si = sv->prog.total ? (uint32_t)(done / (o->warmup + o->iters)) : 0;
+		char sz[48] = "";
+
+		if (si < o->n_sizes)
+			snprintf(sz, sizeof(sz), "%s %llu B", run_coll_name(o->coll),
+				 (unsigned long long)o->sizes[si]);
+		run_progress_update(&sv->prog, done, sz);
+	}
+}
+
+/* Interrupted, past the deadline or the grace after a failure: stop them all. */
+static void stop_ranks(struct supervisor *sv, double now)
+{
+	char what[96];
+
+	for (uint32_t p = 0; p < sv->P; p++)
+		if (!sv->kids[p].reaped)
+			kill(sv->kids[p].pid, SIGKILL);
+	if (interrupted && !sv->msg[0]) {
+		snprintf(sv->msg, sizeof(sv->msg), "interrupted by signal %d: ranks stopped",
+			 (int)interrupted);
+	} else if (now >= sv->hard_deadline && !sv->grace_until) {
+		int n = snprintf(sv->msg, sizeof(sv->msg), "timeout after %.0f s: still running:",
+				 sv->o->timeout_s);
+
+		for (uint32_t p = 0; p < sv->P && n > 0 && (size_t)n < sizeof(sv->msg); p++) {
+			if (sv->kids[p].reaped)
+				continue;
+			describe_ranks(what, sizeof(what), p, sv->o->ranks_per_proc, sv->kids[p].pid);
+			n += snprintf(sv->msg + n, sizeof(sv->msg) - n, " %s", what);
 		}
 	}
+	for (uint32_t p = 0; p < sv->P; p++) {
+		if (sv->kids[p].reaped)
+			continue;
+		waitpid(sv->kids[p].pid, &sv->kids[p].status, 0);
+		sv->kids[p].reaped = true;
+		sv->kids[p].status = -1;	/* killed by us: not the culprit */
+	}
+	sv->alive = 0;
+}
 
-	/* Supervise: reap, draw progress, enforce the deadline. */
-	run_progress_init(&prog, o, true, isatty(STDERR_FILENO));
+/* Reap, draw progress and enforce the deadline until every rank is gone. */
+static void supervise(struct supervisor *sv)
+{
+	run_progress_init(&sv->prog, sv->o, true, isatty(STDERR_FILENO));
 	/* Ranks enforce --timeout themselves; this backstop catches a stuck one. */
-	hard_deadline = t0 + o->timeout_s + 10;
-	alive = P;
-	while (alive) {
-		uint64_t done = UINT64_MAX;
+	sv->hard_deadline = sv->t0 + sv->o->timeout_s + 10;
+	sv->alive = sv->P;
+	while (sv->alive) {
 		double now = run_now();
 
-		for (uint32_t p = 0; p < P; p++) {
-			int st;
-
-			if (kids[p].reaped)
-				continue;
-			if (waitpid(kids[p].pid, &st, WNOHANG) != kids[p].pid)
-				continue;
-			kids[p].reaped = true;
-			kids[p].status = st;
-			kids[p].when = now;
-			alive--;
-			if ((WIFEXITED(st) && WEXITSTATUS(st) == 0))
-				continue;
-			if (first_bad < 0 ||
-			    culprit_weight(st) > culprit_weight(kids[first_bad].status))
-				first_bad = (int)p;
-			if (!grace_until)
-				grace_until = now + 3;	/* peers notice and exit on their own */
-		}
-		for (uint32_t p = 0; p < P; p++) {
-			uint64_t d = __atomic_load_n(&recs[p]->progress, __ATOMIC_ACQUIRE);
-
-			if (d < done)
-				done = d;
-		}
-		if (run_sizes_finished(o, recs, P) > table.rows_printed) {
-			run_progress_finish(&prog);
-			run_table_stream(&table, o, &place, recs, P);
-		}
-		if (alive && done != UINT64_MAX) {
-			uint32_t si = prog.total ? (uint32_t)(done / (o->warmup + o->iters)) : 0;
-			char sz[48] = "";
-
-			if (si < o->n_sizes)
-				snprintf(sz, sizeof(sz), "%s %llu B", run_coll_name(o->coll),
-					 (unsigned long long)o->sizes[si]);
-			run_progress_update(&prog, done, sz);
-		}
-		if (!alive)
+		reap_ranks(sv, now);
+		draw_progress(sv);
+		if (!sv->alive)
 			break;
-		if (interrupted || now >= hard_deadline || (grace_until && now >= grace_until)) {
-			for (uint32_t p = 0; p < P; p++)
-				if (!kids[p].reaped)
-					kill(kids[p].pid, SIGKILL);
-			if (interrupted && !msg[0])
-				snprintf(msg, sizeof(msg), "interrupted by signal %d: ranks stopped",
-					 (int)interrupted);
-			else if (now >= hard_deadline && !grace_until) {
-				int n = snprintf(msg, sizeof(msg), "timeout after %.0f s: still running:",
-						 o->timeout_s);
-
-				for (uint32_t p = 0; p < P && n > 0 && (size_t)n < sizeof(msg); p++)
-					if (!kids[p].reaped) {
-						describe_ranks(what, sizeof(what), p, o->ranks_per_proc,
-							       kids[p].pid);
-						n += snprintf(msg + n, sizeof(msg) - n, " %s", what);
-					}
-			}
-			for (uint32_t p = 0; p < P; p++) {
-				if (kids[p].reaped)
-					continue;
-				waitpid(kids[p].pid, &kids[p].status, 0);
-				kids[p].reaped = true;
-				/* Killed by us: not the culprit. */
-				kids[p].status = -1;
-			}
-			alive = 0;
+		if (interrupted || now >= sv->hard_deadline ||
+		    (sv->grace_until && now >= sv->grace_until)) {
+			stop_ranks(sv, now);
 			break;
 		}
 		sleep_ms(20);
 	}
-	run_progress_finish(&prog);
+	run_progress_finish(&sv->prog);
+}
 
-	code = RUN_EXIT_OK;
-	if (msg[0] && first_bad < 0) {
-		code = interrupted ? 128 + (int)interrupted : RUN_EXIT_TIMEOUT;
-	} else if (first_bad >= 0) {
-		int st = kids[first_bad].status;
+/* The job's exit status, and sv->msg naming the culprit. */
+static int verdict(struct supervisor *sv)
+{
+	char what[96], death[400];
+	int code, st;
 
-		describe_ranks(what, sizeof(what), (uint32_t)first_bad, o->ranks_per_proc,
-			       kids[first_bad].pid);
-		if (WIFSIGNALED(st)) {
-			char death[400];
-
-			code = RUN_EXIT_DEAD;
-			run_describe_death(recs[first_bad], WTERMSIG(st), death, sizeof(death));
-			snprintf(msg, sizeof(msg), "%s %s", what, death);
-		} else {
-			code = WEXITSTATUS(st);
-			if (code < RUN_EXIT_VERIFY || code > RUN_EXIT_FAILURE)
-				code = RUN_EXIT_FAILURE;
-			snprintf(msg, sizeof(msg), "%s", recs[first_bad]->error[0]
-				 ? recs[first_bad]->error : "failed without a message");
-		}
+	if (sv->first_bad < 0)
+		return !sv->msg[0] ? RUN_EXIT_OK
+				   : interrupted ? 128 + (int)interrupted : RUN_EXIT_TIMEOUT;
+	st = sv->kids[sv->first_bad].status;
+	describe_ranks(what, sizeof(what), (uint32_t)sv->first_bad, sv->o->ranks_per_proc,
+		       sv->kids[sv->first_bad].pid);
+	if (WIFSIGNALED(st)) {
+		run_describe_death(sv->recs[sv->first_bad], WTERMSIG(st), death, sizeof(death));
+		snprintf(sv->msg, sizeof(sv->msg), "%s %s", what, death);
+		return RUN_EXIT_DEAD;
 	}
-	if (code == RUN_EXIT_FAILURE && o->provider && strstr(msg, "libfabric engine"))
-		explain_provider(o->provider, msg, sizeof(msg));
-	if (msg[0]) {
-		fprintf(stderr, "nproxy-run: %s\n", msg);
-		/* Other ranks' own view, when it adds something (e.g. who saw the death). */
-		for (uint32_t p = 0; p < P; p++)
-			if ((int)p != first_bad && recs[p]->error[0] && kids[p].status != -1 &&
-			    !(WIFEXITED(kids[p].status) && WEXITSTATUS(kids[p].status) == 0))
-				fprintf(stderr, "nproxy-run:   also: %s\n", recs[p]->error);
+	code = WEXITSTATUS(st);
+	if (code < RUN_EXIT_VERIFY || code > RUN_EXIT_FAILURE)
+		code = RUN_EXIT_FAILURE;
+	snprintf(sv->msg, sizeof(sv->msg), "%s", sv->recs[sv->first_bad]->error[0]
+		 ? sv->recs[sv->first_bad]->error : "failed without a message");
+	return code;
+}
+
+/* The culprit's message, then other ranks' own view when it adds something
+ * (e.g. who saw the death). */
+static void print_errors(const struct supervisor *sv)
+{
+	if (!sv->msg[0])
+		return;
+	fprintf(stderr, "nproxy-run: %s\n", sv->msg);
+	for (uint32_t p = 0; p < sv->P; p++) {
+		const struct child *k = &sv->kids[p];
+
+		if ((int)p != sv->first_bad && sv->recs[p]->error[0] && k->status != -1 &&
+		    !(WIFEXITED(k->status) && WEXITSTATUS(k->status) == 0))
+			fprintf(stderr, "nproxy-run:   also: %s\n", sv->recs[p]->error);
 	}
+}
+
+static int run_forked(const struct run_opts *o)
+{
+	struct supervisor sv = {
+		.o = o, .P = o->procs, .rsz = run_record_size(o), .first_bad = -1,
+		.place = { .launched = false, .launcher = "self", .n_procs = o->procs,
+			   .local_procs = o->procs },
+		.t0 = run_now(),
+	};
+	struct sigaction sa = { .sa_handler = on_interrupt };
+	int code = check_world(o, sv.P);
+
+	if (code)
+		return code;
+	snprintf(sv.place.job_id, sizeof(sv.place.job_id), "nproxy-run-%d-%lx", (int)getpid(),
+		 (unsigned long)time(NULL));
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	code = fork_ranks(&sv);
+	if (code)
+		return code;
+	supervise(&sv);
+	code = verdict(&sv);
+	if (code == RUN_EXIT_FAILURE && o->provider && strstr(sv.msg, "libfabric engine"))
+		explain_provider(o->provider, sv.msg, sizeof(sv.msg));
+	print_errors(&sv);
 	/* Every finished size is reported, whatever stopped the run. */
-	run_report(o, &place, &table, recs, P, code, msg, run_now() - t0);
+	run_report(o, &sv.place, &sv.table, sv.recs, sv.P, code, sv.msg, run_now() - sv.t0);
 	/* A rank that died by a signal could not remove its shm regions. */
-	for (uint32_t p = 0; p < P; p++)
-		if (kids[p].status == -1 || WIFSIGNALED(kids[p].status))
-			sweep_dead_rank(kids[p].pid);
-	munmap(shared, rsz * P);
+	for (uint32_t p = 0; p < sv.P; p++)
+		if (sv.kids[p].status == -1 || WIFSIGNALED(sv.kids[p].status))
+			sweep_dead_rank(sv.kids[p].pid);
+	munmap(sv.shared, sv.rsz * sv.P);
 	return code;
 }
 

@@ -1,60 +1,40 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Parser for the device-program text format, see prog_text.h. */
-#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cli.h"
 #include "prog_text.h"
 
 #define MAX_WORDS 8
 
+/* The numbers of the format follow the tools' command-line rules (cli.h). */
 static int parse_u64(const char *s, __u64 *out)
 {
-	char *end;
+	uint64_t v;
 
-	if (!*s || *s == '-' || *s == '+')
+	if (cli_parse_u64("", s, 0, UINT64_MAX, &v, NULL, 0))
 		return -1;
-	errno = 0;
-	*out = strtoull(s, &end, 0);
-	return (errno || *end) ? -1 : 0;
+	*out = v;
+	return 0;
 }
 
 static int parse_u32(const char *s, uint32_t *out)
 {
-	__u64 v;
-
-	if (parse_u64(s, &v) || v > UINT32_MAX)
-		return -1;
-	*out = (uint32_t)v;
-	return 0;
+	return cli_parse_u32("", s, 0, UINT32_MAX, out, NULL, 0);
 }
 
-int prog_text_duration(const char *s, __u64 *ns)
+static int parse_duration(const char *s, __u64 *ns)
 {
-	static const struct { const char *unit; uint64_t mult; } units[] = {
-		{ "ns", 1 }, { "us", 1000 }, { "ms", 1000000 }, { "s", 1000000000 },
-	};
-	char *end;
 	uint64_t v;
 
-	if (!isdigit((unsigned char)*s))
+	if (cli_parse_duration_ns("", s, &v, NULL, 0))
 		return -1;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return -1;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcmp(end, units[i].unit))
-			continue;
-		if (v > UINT64_MAX / units[i].mult)
-			return -1;
-		*ns = v * units[i].mult;
-		return 0;
-	}
-	return -1;
+	*ns = v;
+	return 0;
 }
 
 static int fail(char *err, size_t errlen, const char *name, unsigned int line,
@@ -104,7 +84,7 @@ static int parse_line(char **w, int nw, struct nproxy_prog_step *st,
 		if (nw == 6) {
 			if (strcmp(w[4], "timeout"))
 				return snprintf(msg, msglen, "expected 'timeout', got '%s'", w[4]), -1;
-			if (prog_text_duration(w[5], &st->timeout_ns) || !st->timeout_ns ||
+			if (parse_duration(w[5], &st->timeout_ns) || !st->timeout_ns ||
 			    st->timeout_ns > NPROXY_MAX_WAIT_NS)
 				return snprintf(msg, msglen,
 						"timeout '%s' is not a duration in 1ns..60s (e.g. 100ms)",
@@ -114,7 +94,7 @@ static int parse_line(char **w, int nw, struct nproxy_prog_step *st,
 	} else if (!strcmp(w[0], "delay")) {
 		if (nw != 2)
 			return snprintf(msg, msglen, "usage: delay DURATION"), -1;
-		if (prog_text_duration(w[1], &st->timeout_ns) ||
+		if (parse_duration(w[1], &st->timeout_ns) ||
 		    st->timeout_ns > NPROXY_MAX_WAIT_NS)
 			return snprintf(msg, msglen,
 					"delay '%s' is not a duration up to 60s (e.g. 50us)", w[1]), -1;

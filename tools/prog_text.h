@@ -27,9 +27,6 @@
 int prog_text_parse(FILE *f, const char *name, struct nproxy_prog_step *steps,
 		    uint32_t max_steps, uint32_t *n_steps, char *err, size_t errlen);
 
-/* Parse "50us", "2ms", "1s", "100ns" into nanoseconds; -1 on error. */
-int prog_text_duration(const char *s, __u64 *ns);
-
 /* One step back as text (the inverse of the parser), for dumps. */
 void prog_text_format(const struct nproxy_prog_step *step, char *buf, size_t len);
 

@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * nproxy-run internals.  The job is split by concept:
- *   run_opts.c    command line (getopt_long), sizes and sweeps
+ *   run_opts.c    command line (getopt_long), sizes and sweeps (cli.c)
  *   run_env.c     launcher environment (Open MPI, PMIx, Slurm, NPROXY_*)
- *   run_coll.c    the data path: rendezvous, handshake regions, comms,
- *                 per-op FIFOs, device programs, verification
+ *   run_job.c     the data path of one process, and its timing loop; the
+ *                 files it is made of share run_rank.h (rank setup and
+ *                 teardown, ring scheduling, buffers, verification,
+ *                 errors, test hooks)
+ *   run_crash.c   fatal signals, named;  run_kill.c  kill points
+ *   run_fabric.c  the providers libfabric offers here
  *   run_report.c  progress bar, results table, JSON
  *   nproxy-run.c  main: self-fork supervisor or one launched rank
  */
@@ -18,6 +22,8 @@
 
 #define RUN_MAX_SIZES	64
 #define RUN_MAX_RANKS	64	/* the bananaphone bus limit (NPROXY_BP_MAX_RANKS) */
+/* Every rank holds the whole result buffer and its inputs. */
+#define RUN_MAX_SIZE_BYTES	(256ULL << 20)
 
 /* Exit statuses (nproxy-run(1)). */
 enum run_exit {
@@ -104,10 +110,6 @@ size_t run_record_size(const struct run_opts *o);
 
 /* run_opts.c */
 int run_parse_opts(int argc, char **argv, struct run_opts *o);
-int run_parse_size(const char *s, uint64_t *out);
-int run_parse_sizes(const char *s, struct run_opts *o);
-/* Same, with why[] saying what is wrong with s (one message per kind of mistake). */
-int run_parse_sizes_why(const char *s, struct run_opts *o, char *why, size_t len);
 const char *run_coll_name(enum run_collective c);
 void run_usage(FILE *f);
 
@@ -118,7 +120,7 @@ void run_list_providers(char *buf, size_t len);
 int run_detect_launcher(struct run_place *place);
 
 /*
- * run_coll.c: run every size on this process's ranks
+ * run_job.c: run every size on this process's ranks
  * (global ranks proc_rank*R .. proc_rank*R+R-1 of procs*R).
  * Fills rec; returns a run_exit code (rec->error says what, naming the rank).
  */

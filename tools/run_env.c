@@ -9,23 +9,27 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "cli.h"
 #include "run.h"
 
 static int env_u32(const char *name, uint32_t *out, bool *bad)
 {
 	const char *v = getenv(name);
-	char *end;
-	unsigned long x;
+	char digits[32], why[200];
+	size_t n;
 
 	if (!v)
 		return 0;
-	x = strtoul(v, &end, 10);
-	if (!*v || (*end && *end != '(') || x > 1000000) {
-		fprintf(stderr, "nproxy-run: %s='%s' is not a number\n", name, v);
+	/* Slurm writes "4(x2)" for a repeated count: its number is the head. */
+	n = strcspn(v, "(");
+	snprintf(digits, sizeof(digits), "%.*s", (int)(n < sizeof(digits) ? n : sizeof(digits) - 1),
+		 v);
+	if (n >= sizeof(digits) ||
+	    cli_parse_u32(name, digits, 0, 1000000, out, why, sizeof(why))) {
+		fprintf(stderr, "nproxy-run: %s='%s' is not a number (0..1000000)\n", name, v);
 		*bad = true;
 		return 0;
 	}
-	*out = (uint32_t)x;
 	return 1;
 }
 

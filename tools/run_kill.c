@@ -4,7 +4,7 @@
  * the process hosting RANK die by SIGKILL the first time that rank reaches
  * PHASE, so that every phase of a job can be shown to turn a dead rank
  * into an error naming it (selftests/tools/run_kill_points.sh).
- * NPROXY_RUN_KILL=RANK:ITER (run_coll.c) is the per-iteration variant.
+ * NPROXY_RUN_KILL=RANK:ITER (run_hooks.c) is the per-iteration variant.
  */
 #include <pthread.h>
 #include <signal.h>

@@ -302,91 +302,110 @@ void run_table_stream(struct run_table *t, const struct run_opts *o, const struc
 	fflush(stdout);
 }
 
+/* The job's parameters, as the JSON document's header fields. */
+static void json_job(struct json_writer *w, const struct run_opts *o,
+		     const struct run_place *place, struct run_proc_record **recs, uint32_t n_recs)
+{
+	uint32_t abi = module_abi(), fi = fi_version();
+	char host[256] = "?", fi_ver[32];
+
+	gethostname(host, sizeof(host) - 1);
+	snprintf(fi_ver, sizeof(fi_ver), "%u.%u", FI_MAJOR(fi), FI_MINOR(fi));
+	json_str(w, "tool", "nproxy-run");
+	json_str(w, "version", NPROXY_VERSION);
+	json_str(w, "host", host);
+	json_u64(w, "pid", (uint64_t)getpid());
+	json_str(w, "collective", run_coll_name(o->coll));
+	json_str(w, "data_type", data_type());
+	json_str(w, "reduction_op", reduction_op(o->coll));
+	json_u64(w, "world_size", place->n_procs * o->ranks_per_proc);
+	json_u64(w, "procs", place->n_procs);
+	json_u64(w, "ranks_per_proc", o->ranks_per_proc);
+	json_str(w, "launcher", place->launcher);
+	json_str(w, "provider", n_recs && recs[0]->provider[0] ? recs[0]->provider : NULL);
+	json_str(w, "libfabric_version", fi_ver);
+	json_str(w, "handshake", n_recs && recs[0]->handshake[0] ? recs[0]->handshake : NULL);
+	if (abi)
+		json_u64(w, "module_abi", abi);
+	else
+		json_str(w, "module_abi", NULL);
+	/* Not given: the library's choice (NPROXY_RANKS_PER_PROXY, else 1). */
+	if (o->ranks_per_proxy)
+		json_u64(w, "ranks_per_proxy", o->ranks_per_proxy);
+	else
+		json_str(w, "ranks_per_proxy", "default");
+	json_bool(w, "one_thread_per_core", o->one_thread_per_core);
+	json_u64(w, "device_delay_us", o->device_delay_us);
+	json_u64(w, "warmup", o->warmup);
+	json_u64(w, "iters", o->iters);
+	json_double(w, "timeout_s", o->timeout_s);
+	json_arr_begin(w, "proxy_threads_per_proc");
+	for (uint32_t p = 0; p < n_recs; p++)
+		json_u64(w, NULL, recs[p]->proxy_threads);
+	json_arr_end(w);
+}
+
+static void json_row(struct json_writer *w, const struct size_row *row)
+{
+	json_obj_begin(w, NULL);
+	json_u64(w, "bytes", row->bytes);
+	json_u64(w, "count", row->bytes / sizeof(uint32_t));
+	json_u64(w, "iters", row->iters);
+	json_double(w, "median_us", row->median_us);
+	json_double(w, "p99_us", row->p99_us);
+	/* Nearest rank: below 100 iterations p99 is the slowest one. */
+	json_bool(w, "p99_is_max", row->iters < 100);
+	json_double(w, "min_us", row->min_us);
+	json_double(w, "max_us", row->max_us);
+	json_double(w, "algbw_GBps", row->algbw);
+	json_double(w, "busbw_GBps", row->busbw);
+	json_bool(w, "verified", row->verify_errors == 0 && row->iters > 0);
+	json_u64(w, "verify_errors", row->verify_errors);
+	json_double(w, "cpu_s", row->cpu_s);
+	json_double(w, "timed_wall_s", row->wall_s);
+	json_double(w, "cpu_us_per_op", row->iters ? row->cpu_s * 1e6 / row->iters : NAN);
+	json_obj_end(w);
+}
+
+/* The table's last rows and its footer. */
+static void report_text(const struct run_opts *o, const struct run_place *place,
+			struct run_table *table, struct run_proc_record **recs, uint32_t n_recs,
+			int exit_code)
+{
+	run_table_stream(table, o, place, recs, n_recs);
+	if (!table->rows_printed)
+		return;
+	printf("# Out of bounds values : %u %s\n", table->wrong, table->wrong ? "FAILED" : "OK");
+	printf("# Avg bus bandwidth    : %.3f GB/s (%u of %u sizes%s)\n",
+	       table->busbw_rows ? table->busbw_sum / table->busbw_rows : 0.0,
+	       table->busbw_rows, o->n_sizes,
+	       exit_code > 128 ? ", interrupted" : exit_code ? ", stopped early" : "");
+	fflush(stdout);
+}
+
 void run_report(const struct run_opts *o, const struct run_place *place,
 		struct run_table *table, struct run_proc_record **recs, uint32_t n_recs,
 		int exit_code, const char *error, double elapsed_s)
 {
-	uint32_t world = place->n_procs * o->ranks_per_proc, n_sizes, abi, fi;
-	struct size_row rows[RUN_MAX_SIZES];
-	char host[256] = "?", fi_ver[32];
+	uint32_t world = place->n_procs * o->ranks_per_proc, n_sizes;
 	struct json_writer w;
 
-	/* Rows for the sizes every process finished. */
-	n_sizes = run_sizes_finished(o, recs, n_recs);
 	if (!o->json) {
-		run_table_stream(table, o, place, recs, n_recs);
-		if (!table->rows_printed)
-			return;
-		printf("# Out of bounds values : %u %s\n", table->wrong, table->wrong ? "FAILED" : "OK");
-		printf("# Avg bus bandwidth    : %.3f GB/s (%u of %u sizes%s)\n",
-		       table->busbw_rows ? table->busbw_sum / table->busbw_rows : 0.0,
-		       table->busbw_rows, o->n_sizes,
-		       exit_code > 128 ? ", interrupted" : exit_code ? ", stopped early" : "");
-		fflush(stdout);
+		report_text(o, place, table, recs, n_recs, exit_code);
 		return;
 	}
-	for (uint32_t si = 0; si < n_sizes; si++)
-		make_row(o, recs, n_recs, si, world, &rows[si]);
-	gethostname(host, sizeof(host) - 1);
-	abi = module_abi();
-	fi = fi_version();
-	snprintf(fi_ver, sizeof(fi_ver), "%u.%u", FI_MAJOR(fi), FI_MINOR(fi));
+	/* Rows for the sizes every process finished. */
+	n_sizes = run_sizes_finished(o, recs, n_recs);
 	json_init(&w, stdout, true);
 	json_obj_begin(&w, NULL);
-	json_str(&w, "tool", "nproxy-run");
-	json_str(&w, "version", NPROXY_VERSION);
-	json_str(&w, "host", host);
-	json_u64(&w, "pid", (uint64_t)getpid());
-	json_str(&w, "collective", run_coll_name(o->coll));
-	json_str(&w, "data_type", data_type());
-	json_str(&w, "reduction_op", reduction_op(o->coll));
-	json_u64(&w, "world_size", world);
-	json_u64(&w, "procs", place->n_procs);
-	json_u64(&w, "ranks_per_proc", o->ranks_per_proc);
-	json_str(&w, "launcher", place->launcher);
-	json_str(&w, "provider", n_recs && recs[0]->provider[0] ? recs[0]->provider : NULL);
-	json_str(&w, "libfabric_version", fi_ver);
-	json_str(&w, "handshake", n_recs && recs[0]->handshake[0] ? recs[0]->handshake : NULL);
-	if (abi)
-		json_u64(&w, "module_abi", abi);
-	else
-		json_str(&w, "module_abi", NULL);
-	/* Not given: the library's choice (NPROXY_RANKS_PER_PROXY, else 1). */
-	if (o->ranks_per_proxy)
-		json_u64(&w, "ranks_per_proxy", o->ranks_per_proxy);
-	else
-		json_str(&w, "ranks_per_proxy", "default");
-	json_bool(&w, "one_thread_per_core", o->one_thread_per_core);
-	json_u64(&w, "device_delay_us", o->device_delay_us);
-	json_u64(&w, "warmup", o->warmup);
-	json_u64(&w, "iters", o->iters);
-	json_double(&w, "timeout_s", o->timeout_s);
-	json_arr_begin(&w, "proxy_threads_per_proc");
-	for (uint32_t p = 0; p < n_recs; p++)
-		json_u64(&w, NULL, recs[p]->proxy_threads);
-	json_arr_end(&w);
+	json_job(&w, o, place, recs, n_recs);
 	json_u64(&w, "sizes_requested", o->n_sizes);
 	json_arr_begin(&w, "results");
-	for (uint32_t i = 0; i < n_sizes; i++) {
-		json_obj_begin(&w, NULL);
-		json_u64(&w, "bytes", rows[i].bytes);
-		json_u64(&w, "count", rows[i].bytes / sizeof(uint32_t));
-		json_u64(&w, "iters", rows[i].iters);
-		json_double(&w, "median_us", rows[i].median_us);
-		json_double(&w, "p99_us", rows[i].p99_us);
-		/* Nearest rank: below 100 iterations p99 is the slowest one. */
-		json_bool(&w, "p99_is_max", rows[i].iters < 100);
-		json_double(&w, "min_us", rows[i].min_us);
-		json_double(&w, "max_us", rows[i].max_us);
-		json_double(&w, "algbw_GBps", rows[i].algbw);
-		json_double(&w, "busbw_GBps", rows[i].busbw);
-		json_bool(&w, "verified", rows[i].verify_errors == 0 && rows[i].iters > 0);
-		json_u64(&w, "verify_errors", rows[i].verify_errors);
-		json_double(&w, "cpu_s", rows[i].cpu_s);
-		json_double(&w, "timed_wall_s", rows[i].wall_s);
-		json_double(&w, "cpu_us_per_op", rows[i].iters ?
-			    rows[i].cpu_s * 1e6 / rows[i].iters : NAN);
-		json_obj_end(&w);
+	for (uint32_t si = 0; si < n_sizes; si++) {
+		struct size_row row;
+
+		make_row(o, recs, n_recs, si, world, &row);
+		json_row(&w, &row);
 	}
 	json_arr_end(&w);
 	json_str(&w, "status", exit_name(exit_code));

@@ -59,7 +59,10 @@ static inline uint64_t nproxy_sem_load(const volatile uint64_t *sem)
 	return __atomic_load_n(sem, __ATOMIC_ACQUIRE);
 }
 
-/* The completion back-edge (the seed's nec_inc_semaphore): one atomic add. */
+/*
+ * The completion back-edge (libnccom's nec_inc_semaphore in the reference
+ * runtime): one atomic add.
+ */
 static inline uint64_t nproxy_sem_add(volatile uint64_t *sem, uint64_t inc)
 {
 	return __atomic_add_fetch(sem, inc, __ATOMIC_RELEASE);

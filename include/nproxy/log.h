@@ -4,7 +4,8 @@
  * "nproxy[<pid>] <CLOCK_MONOTONIC s.us> <level> <thread name>: <text>",
  * filtered by NPROXY_LOG_LEVEL (error|warn|info|debug, default warn).
  * A sink can replace stderr: tests use it to check that the library says
- * exactly the seed's words ("Failed to create worker thread: %d", ...).
+ * exactly the reference runtime's (libnrt's) words ("Failed to create
+ * worker thread: %d", ...).
  */
 #ifndef NPROXY_LOG_H
 #define NPROXY_LOG_H

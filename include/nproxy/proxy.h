@@ -44,14 +44,14 @@ extern "C" {
 /* The device's "not reached the network stage" trigger value. */
 #define NPROXY_PROXY_TRIGGER_SENTINEL	0xFFFFFFFFu
 
-/* The seed's proxy_task_state_type_t, same values. */
+/* libnrt's proxy_task_state_type_t, same values. */
 enum nproxy_task_type {
 	NPROXY_TASK_UNKNOWN	= 0,
 	NPROXY_TASK_NETWORK	= 1,
 	NPROXY_TASK_BARRIER	= 2,
 };
 
-/* The seed's proxy_task_run_state_t, same values. */
+/* libnrt's proxy_task_run_state_t, same values. */
 enum nproxy_task_run_state {
 	NPROXY_TASK_STATE_INIT			= 0,
 	NPROXY_TASK_STATE_PROGRESSING		= 1,
@@ -93,10 +93,10 @@ enum nproxy_idle_policy {
 };
 
 /* Comm flags (struct nproxy_comm_opts.flags). */
-/* The seed's device-wait policy: after INIT a network task waits for its
+/* libnrt's device-wait policy: after INIT a network task waits for its
  * trigger words (WAITING_DEVICE_TRIGGER) before progressing. */
 #define NPROXY_COMM_F_DEVICE_WAIT	(1u << 0)
-/* The seed's early-completion policy: network tasks go INIT -> DONE. */
+/* libnrt's early-completion policy: network tasks go INIT -> DONE. */
 #define NPROXY_COMM_F_SKIP_NET		(1u << 1)
 #define NPROXY_COMM_F_ALL		(NPROXY_COMM_F_DEVICE_WAIT | NPROXY_COMM_F_SKIP_NET)
 
@@ -166,7 +166,7 @@ struct nproxy_stream_blocks {
  */
 struct nproxy_cc_op {
 	uint32_t size;		/* sizeof(struct nproxy_cc_op) as the caller compiled it */
-	/* The consumer's key (the seed's enc_ctx): unique among this comm's
+	/* The consumer's key (libnrt's enc_ctx): unique among this comm's
 	 * unconsumed ops.  0: the library assigns one (see ctx_out). */
 	uint64_t ctx;
 	uint32_t streams_n;	/* 1..NPROXY_PROXY_MAX_STREAMS */
@@ -233,7 +233,7 @@ NPROXY_API enum nproxy_status nproxy_await_status(struct nproxy_comm *comm, uint
 /*
  * Wait until done or timeout_ms (0: the comm's timeout_ms option), like
  * nproxy_await_status().  Returns the
- * task's status, NPROXY_TIMEOUT (logging the seed's watchdog line) or
+ * task's status, NPROXY_TIMEOUT (logging libnrt's watchdog line) or
  * NPROXY_NOT_FOUND when no such task exists.
  */
 NPROXY_API enum nproxy_status nproxy_wait_status(struct nproxy_comm *comm, uint64_t ctx,
@@ -277,12 +277,6 @@ NPROXY_API enum nproxy_status nproxy_proxy_group_stats(uint32_t gid,
 
 NPROXY_API const char *nproxy_task_type_str(enum nproxy_task_type type);
 NPROXY_API const char *nproxy_task_run_state_str(enum nproxy_task_run_state state);
-
-/*
- * Test hook: make the next `count` worker-thread creations fail with
- * errno `err` (0 count: back to normal).  For selftests only.
- */
-NPROXY_API void nproxy_proxy_test_fail_thread_create(int err, unsigned int count);
 
 #ifdef __cplusplus
 }

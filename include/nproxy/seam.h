@@ -2,11 +2,11 @@
 /*
  * libnproxy: the network seam -- what a network task calls, per basic block.
  *
- * This is the seed's libnrt <-> libnccom boundary (ncclStartNetworkProxy /
- * ncclNetworkProxyProgress / ncclStopNetworkProxy) as a C ops table.  The
- * engine behind it is passive: it moves only when the proxy worker calls
- * progress().  Implementations: the libfabric engine (<nproxy/net.h>) and an
- * in-process loopback used by unit tests.
+ * This is the reference runtime's libnrt <-> libnccom boundary
+ * (ncclStartNetworkProxy / ncclNetworkProxyProgress / ncclStopNetworkProxy)
+ * as a C ops table.  The engine behind it is passive: it moves only when
+ * the proxy worker calls progress().  Implementations: the libfabric engine
+ * (<nproxy/net.h>) and an in-process loopback used by unit tests.
  *
  * Threading: every call for one engine comes from one thread at a time
  * (the proxy worker of the engine's group), so engines need no locks of
@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-/* ---- op FIFO records (the seed's net_ops_info / net_src_addr / net_dest_addr) ---- */
+/* ---- op FIFO records (libnccom's net_ops_info, net_src_addr, ...) ---- */
 
 enum nproxy_net_op_kind {
 	NPROXY_NET_OP_SEND = 1,
@@ -58,7 +58,7 @@ struct nproxy_net_addr {
 	uint64_t offset;
 };
 
-/* The per-basic-block FIFO triple (the seed's enc_fifo_set), borrowed by
+/* The per-basic-block FIFO triple (libnrt's enc_fifo_set), borrowed by
  * the engine from start() until stop() of that block returns. */
 struct nproxy_fifo_set {
 	const struct nproxy_net_op *ops;
@@ -112,12 +112,12 @@ static inline uint64_t nproxy_device_sem_add(const struct nproxy_device_sems *de
 
 struct nproxy_seam_ops {
 	const char *name;
-	/* B1: hand block bb of stream to the engine. Validates every record. */
+	/* Start: hand block bb of stream to the engine. Validates every record. */
 	enum nproxy_status (*start)(void *engine, uint32_t stream, uint32_t bb,
 				    const struct nproxy_fifo_set *fifos,
 				    const struct nproxy_device_sems *dev);
 	/*
-	 * B2, the hot call: never blocks.  Posts eligible ops of block bb in
+	 * Progress, the hot call: never blocks.  Posts eligible ops of block bb in
 	 * order within the credit window and drains completions.
 	 *   *idle: nothing moved this tick;
 	 *   *block_done: every op of block bb completed;
@@ -126,7 +126,7 @@ struct nproxy_seam_ops {
 	 */
 	enum nproxy_status (*progress)(void *engine, uint32_t stream, uint32_t bb,
 				       bool *idle, bool *block_done, bool *done);
-	/* B3: retire block bb of stream (after it drained, or to abort it). */
+	/* Stop: retire block bb of stream (after it drained, or to abort it). */
 	enum nproxy_status (*stop)(void *engine, uint32_t stream, uint32_t bb);
 };
 

@@ -3,7 +3,8 @@
  * Bananaphone public API: lifecycle (open as leader or follower / hangup /
  * close),
  * the collectives' entry points and error reporting.  The machinery lives
- * in bananaphone_{segment,socket,liveness,wait,ring,barrier}.c.
+ * in bananaphone_{segment,socket,liveness,wait,ring,barrier}.c, errors are
+ * recorded by bananaphone_error.c.
  */
 #include <errno.h>
 #include <sched.h>
@@ -17,64 +18,6 @@
 #include <nproxy/log.h>
 #include "common/common_internal.h"
 #include "bananaphone_internal.h"
-
-/* Text of this thread's last failed nproxy_bp_open(). */
-static __thread char bp_setup_err[256];
-
-uint64_t npx_bp_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-uint64_t npx_bp_deadline_ns(uint32_t timeout_ms)
-{
-	return npx_bp_now_ns() + (uint64_t)timeout_ms * 1000000ull;
-}
-
-static void bp_vset(struct nproxy_bp *bp, enum nproxy_status st, const char *fmt, va_list ap)
-{
-	char *dst = bp ? bp->err : bp_setup_err;
-	size_t cap = bp ? sizeof(bp->err) : sizeof(bp_setup_err);
-	int n = 0;
-
-	if (bp)
-		n = snprintf(dst, cap, "bananaphone job '%s' rank %u: ", bp->job_id, bp->rank);
-	if (n < 0 || (size_t)n >= cap)
-		n = 0;
-	vsnprintf(dst + n, cap - (size_t)n, fmt, ap);
-	nproxy_log(st == NPROXY_TIMEOUT ? NPROXY_LOG_INFO : NPROXY_LOG_WARN, "%s (%s)",
-		   dst, nproxy_status_str(st));
-}
-
-/* Record an error that leaves the bus usable (bad argument, join timeout). */
-enum nproxy_status npx_bp_error(struct nproxy_bp *bp, enum nproxy_status st, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	bp_vset(bp, st, fmt, ap);
-	va_end(ap);
-	return st;
-}
-
-/* Record a sticky error: the bus is unusable from now on (peer gone, a
- * collective interrupted half way); every later call returns it again. */
-enum nproxy_status npx_bp_fail(struct nproxy_bp *bp, enum nproxy_status st, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	bp_vset(bp, st, fmt, ap);
-	va_end(ap);
-	if (bp) {
-		bp->state = BP_S_BROKEN;
-		bp->sticky = st;
-	}
-	return st;
-}
 
 static enum nproxy_status check_job_id(const char *job_id)
 {
@@ -98,10 +41,45 @@ static enum nproxy_status check_job_id(const char *job_id)
 	return NPROXY_SUCCESS;
 }
 
+/*
+ * Spinning only pays when the peer we wait for runs on another cpu.
+ * Unpinned, a futex wake tends to move the woken rank onto the
+ * waker's cpu (wake-affine), and a spin there only delays the peer:
+ * so spin by default only when this process is pinned to one cpu and
+ * every rank can have a cpu.  NPROXY_BP_SPIN_US overrides.
+ */
+static uint64_t wait_spin_ns(uint32_t n_ranks)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	uint64_t spin_us, dflt_ns = 0;
+	cpu_set_t mask;
+
+	if (cpus > 0 && n_ranks <= (uint32_t)cpus &&
+	    !sched_getaffinity(0, sizeof(mask), &mask) && CPU_COUNT(&mask) == 1)
+		dflt_ns = BP_SPIN_NS;
+	npx_env_u64("NPROXY_BP_SPIN_US", dflt_ns / 1000, 0, BP_MAX_SPIN_US, &spin_us);
+	return spin_us * 1000;
+}
+
+/*
+ * Yield before sleeping only when the ranks outnumber the cpus: the
+ * peer is then often runnable on this cpu.  Otherwise a yield hands
+ * the cpu to whatever else runs here (another job, a build) for its
+ * whole time slice: milliseconds per barrier.  NPROXY_BP_YIELDS overrides.
+ */
+static uint32_t wait_yields(uint32_t n_ranks)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	uint32_t yields;
+
+	npx_env_u32("NPROXY_BP_YIELDS", cpus > 0 && n_ranks > (uint32_t)cpus ? BP_YIELDS : 0, 0,
+		    BP_MAX_YIELDS, &yields);
+	return yields;
+}
+
 static struct nproxy_bp *bp_alloc(const char *job_id, uint32_t rank, uint32_t n_ranks)
 {
 	struct nproxy_bp *bp = calloc(1, sizeof(*bp));
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	uint32_t i;
 
 	if (!bp)
@@ -109,31 +87,8 @@ static struct nproxy_bp *bp_alloc(const char *job_id, uint32_t rank, uint32_t n_
 	bp->rank = rank;
 	bp->n = n_ranks;
 	bp->leader = rank == 0;
-	const char *spin_us = getenv("NPROXY_BP_SPIN_US");
-	cpu_set_t mask;
-
-	/*
-	 * Spinning only pays when the peer we wait for runs on another cpu.
-	 * Unpinned, a futex wake tends to move the woken rank onto the
-	 * waker's cpu (wake-affine), and a spin there only delays the peer:
-	 * so spin by default only when this process is pinned to one cpu and
-	 * every rank can have a cpu.  NPROXY_BP_SPIN_US overrides.
-	 */
-	/*
-	 * Yield before sleeping only when the ranks outnumber the cpus: the
-	 * peer is then often runnable on this cpu.  Otherwise a yield hands
-	 * the cpu to whatever else runs here (another job, a build) for its
-	 * whole time slice: milliseconds per barrier.
-	 */
-	if (getenv("NPROXY_BP_YIELDS"))
-		bp->yields = atoi(getenv("NPROXY_BP_YIELDS"));
-	else
-		bp->yields = cpus > 0 && n_ranks > (uint32_t)cpus ? BP_YIELDS : 0;
-	if (spin_us)
-		bp->spin_ns = strtoull(spin_us, NULL, 10) * 1000;
-	else if (cpus > 0 && n_ranks <= (uint32_t)cpus &&
-		 !sched_getaffinity(0, sizeof(mask), &mask) && CPU_COUNT(&mask) == 1)
-		bp->spin_ns = BP_SPIN_NS;
+	bp->yields = (int)wait_yields(n_ranks);
+	bp->spin_ns = wait_spin_ns(n_ranks);
 	bp->state = BP_S_JOINING;
 	bp->memfd = -1;
 	bp->sock = -1;
@@ -180,7 +135,7 @@ static enum nproxy_status bp_create(const char *job_id, uint32_t n_ranks, struct
 	if (!st)
 		st = npx_bp_listen(bp);
 	if (st) {
-		snprintf(bp_setup_err, sizeof(bp_setup_err), "%s", bp->err);
+		npx_bp_keep_setup_err(bp);
 		bp_free(bp);
 		return st;
 	}
@@ -208,7 +163,7 @@ static enum nproxy_status bp_connect(const char *job_id, uint32_t rank, uint32_t
 		return npx_bp_error(NULL, NPROXY_RESOURCE, "bananaphone job '%s': out of memory", job_id);
 	st = npx_bp_dial(bp, timeout_ms);
 	if (st) {
-		snprintf(bp_setup_err, sizeof(bp_setup_err), "%s", bp->err);
+		npx_bp_keep_setup_err(bp);
 		bp_free(bp);
 		return st;
 	}
@@ -220,15 +175,14 @@ enum nproxy_status nproxy_bp_open(const struct nproxy_bp_opts *opts, struct npro
 {
 	enum nproxy_status st;
 
-	bp_setup_err[0] = '\0';
+	npx_bp_set_setup_err("");
 	if (!out)
 		return npx_bp_error(NULL, NPROXY_INVALID, "bananaphone: open: out is NULL");
 	*out = NULL;
 	st = NPX_OPTS_CHECK(opts, "bananaphone: open");
 	if (st) {
 		/* Logged by the check already: only keep the text. */
-		snprintf(bp_setup_err, sizeof(bp_setup_err),
-			 "bananaphone: open: options NULL or of a wrong size (see the log)");
+		npx_bp_set_setup_err("bananaphone: open: options NULL or of a wrong size (see the log)");
 		return st;
 	}
 	st = check_job_id(opts->job_id);
@@ -251,7 +205,7 @@ uint32_t nproxy_bp_size(const struct nproxy_bp *bp)
 
 const char *nproxy_bp_strerror(const struct nproxy_bp *bp)
 {
-	return bp ? bp->err : bp_setup_err;
+	return bp ? bp->err : npx_bp_setup_err();
 }
 
 /* Common entry check: usable state, finish joining (timeout_ms 0: one look). */
@@ -266,7 +220,7 @@ static enum nproxy_status bp_enter(struct nproxy_bp *bp, uint32_t timeout_ms, ui
 		return bp->sticky;
 	if (bp->state == BP_S_HUNG_UP)
 		return npx_bp_error(bp, NPROXY_INVALID, "%s after this rank hung up", what);
-	*deadline = npx_bp_deadline_ns(timeout_ms);
+	*deadline = npx_deadline_ns((uint64_t)timeout_ms);
 	while (bp->state == BP_S_JOINING) {
 		st = npx_bp_join_step(bp, *deadline);
 		if (st)

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <nproxy/bananaphone.h>
+#include "common/common_internal.h"
 
 #define BP_MAGIC		0x4e504250u	/* "NPBP" */
 #define BP_VERSION		1
@@ -25,6 +26,8 @@
 #define BP_WAIT_SLICE_MS	10	/* longest futex sleep before a liveness poll */
 #define BP_SPIN_NS		50000	/* default spin before sleeping, only if ranks <= cpus */
 #define BP_YIELDS		2	/* sched_yield()s before sleeping */
+#define BP_MAX_YIELDS		1000	/* NPROXY_BP_YIELDS's bound */
+#define BP_MAX_SPIN_US		1000000	/* NPROXY_BP_SPIN_US's bound: 1 s */
 #define BP_WAIT_ANY		0xffffffffu
 #define BP_MAX_CONNS		(2 * NPROXY_BP_MAX_RANKS)	/* join connections held at once */
 #define BP_SOCK_PREFIX		"nproxy-bp/"
@@ -177,13 +180,14 @@ struct nproxy_bp {
 	uint64_t consumed[NPROXY_BP_MAX_RANKS];	/* local copy of my consumed[] per ring */
 };
 
-/* bananaphone.c */
+/* bananaphone_error.c (a leaf: every other file records errors through it) */
 enum nproxy_status npx_bp_fail(struct nproxy_bp *bp, enum nproxy_status st, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 enum nproxy_status npx_bp_error(struct nproxy_bp *bp, enum nproxy_status st, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-uint64_t npx_bp_now_ns(void);
-uint64_t npx_bp_deadline_ns(uint32_t timeout_ms);
+void npx_bp_keep_setup_err(const struct nproxy_bp *bp);
+void npx_bp_set_setup_err(const char *text);
+const char *npx_bp_setup_err(void);
 
 /* bananaphone_segment.c */
 size_t npx_bp_segment_size(uint32_t n_ranks);
@@ -206,7 +210,6 @@ void npx_bp_close_join(struct nproxy_bp *bp);
 /* bananaphone_liveness.c */
 int npx_bp_pidfd_open(pid_t pid);
 enum nproxy_status npx_bp_check_dead(struct nproxy_bp *bp);
-enum nproxy_status npx_bp_check_live(struct nproxy_bp *bp, bool force);
 
 /* bananaphone_wait.c */
 enum bp_step {
@@ -220,6 +223,7 @@ enum nproxy_status npx_bp_wait(struct nproxy_bp *bp, bp_step_fn step, void *arg,
 			   const char *what);
 void npx_bp_notify(struct nproxy_bp *bp, uint32_t target, uint32_t source);
 void npx_bp_notify_all(struct nproxy_bp *bp, bool force);
+enum nproxy_status npx_bp_check_live(struct nproxy_bp *bp, bool force);
 
 /* bananaphone_ring.c */
 enum nproxy_status npx_bp_ring_collective(struct nproxy_bp *bp, enum bp_op op, const void *data,

@@ -101,16 +101,3 @@ enum nproxy_status npx_bp_check_dead(struct nproxy_bp *bp)
 		       "rank %u (pid %d) died (rank %u, pid %d, saw it and exited)",
 		       saw, (int)bp->pids[saw], (uint32_t)gave_up, (int)bp->pids[gave_up]);
 }
-
-/* Rate-limited liveness check for wait loops (force: check now). */
-enum nproxy_status npx_bp_check_live(struct nproxy_bp *bp, bool force)
-{
-	uint64_t now = npx_bp_now_ns();
-
-	if (!force && now < bp->next_live_check_ns)
-		return NPROXY_SUCCESS;
-	bp->next_live_check_ns = now + BP_WAIT_SLICE_MS * 1000000ull;
-	if (bp->leader && bp->state == BP_S_READY)
-		npx_bp_refuse_late(bp);
-	return npx_bp_check_dead(bp);
-}

@@ -94,7 +94,7 @@ static void sleep_ms(unsigned int ms)
 
 static int ms_until(uint64_t deadline_ns)
 {
-	uint64_t now = npx_bp_now_ns();
+	uint64_t now = npx_now_ns();
 
 	if (deadline_ns <= now)
 		return 0;
@@ -103,7 +103,7 @@ static int ms_until(uint64_t deadline_ns)
 
 enum nproxy_status npx_bp_dial(struct nproxy_bp *bp, uint32_t timeout_ms)
 {
-	uint64_t deadline = npx_bp_deadline_ns(timeout_ms);
+	uint64_t deadline = npx_deadline_ns((uint64_t)timeout_ms);
 	struct bp_wire_hello hello;
 	unsigned int len, backoff = 1;
 	struct sockaddr_un sun;
@@ -124,7 +124,7 @@ enum nproxy_status npx_bp_dial(struct nproxy_bp *bp, uint32_t timeout_ms)
 		if (err != ECONNREFUSED && err != ENOENT && err != EAGAIN)
 			return npx_bp_error(bp, NPROXY_FAILURE, "connect to '@%s': %s",
 					sun.sun_path + 1, strerror(err));
-		if (npx_bp_now_ns() >= deadline)
+		if (npx_now_ns() >= deadline)
 			return npx_bp_error(bp, NPROXY_TIMEOUT,
 					"no leader after %u ms (abstract socket '@%s')",
 					timeout_ms, sun.sun_path + 1);
@@ -165,7 +165,7 @@ enum nproxy_status npx_bp_dial(struct nproxy_bp *bp, uint32_t timeout_ms)
 		if (errno != EAGAIN && errno != EINTR)
 			return npx_bp_error(bp, NPROXY_FAILURE, "sending the join request: %s",
 					strerror(errno));
-		if (npx_bp_now_ns() >= deadline)
+		if (npx_now_ns() >= deadline)
 			return npx_bp_error(bp, NPROXY_TIMEOUT, "leader did not take the join request in %u ms",
 					timeout_ms);
 		poll(&pfd, 1, ms_until(deadline));
@@ -440,8 +440,9 @@ static enum nproxy_status send_welcomes(struct nproxy_bp *bp)
 	close(bp->memfd);
 	bp->memfd = -1;
 	bp->state = BP_S_READY;
+	npx_bp_refuse_late(bp);
 	/* A follower that died between its HELLO and now shows up here. */
-	return npx_bp_check_live(bp, true);
+	return npx_bp_check_dead(bp);
 }
 
 static enum nproxy_status leader_join_step(struct nproxy_bp *bp, uint64_t deadline_ns)
@@ -477,7 +478,7 @@ static enum nproxy_status leader_join_step(struct nproxy_bp *bp, uint64_t deadli
 		return send_welcomes(bp);
 	if (!deadline_ns)
 		return NPROXY_TIMEOUT;	/* a non-blocking poll: not an error worth a text */
-	if (npx_bp_now_ns() >= deadline_ns) {
+	if (npx_now_ns() >= deadline_ns) {
 		char missing[200] = "";
 		size_t off = 0;
 		uint32_t r;
@@ -540,7 +541,7 @@ static enum nproxy_status take_welcome(struct nproxy_bp *bp, const struct bp_wir
 	close(bp->sock);
 	bp->sock = -1;
 	bp->state = BP_S_READY;
-	return npx_bp_check_live(bp, true);
+	return npx_bp_check_dead(bp);
 }
 
 static enum nproxy_status follower_join_step(struct nproxy_bp *bp, uint64_t deadline_ns)
@@ -562,7 +563,7 @@ static enum nproxy_status follower_join_step(struct nproxy_bp *bp, uint64_t dead
 
 	ret = poll(&pfd, 1, ms_until(deadline_ns) > 50 ? 50 : ms_until(deadline_ns));
 	if (ret == 0) {
-		if (npx_bp_now_ns() < deadline_ns)
+		if (npx_now_ns() < deadline_ns)
 			return NPROXY_SUCCESS;
 		if (!deadline_ns)
 			return NPROXY_TIMEOUT;	/* a non-blocking poll */

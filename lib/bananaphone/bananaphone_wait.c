@@ -25,15 +25,6 @@
 #include <unistd.h>
 #include "bananaphone_internal.h"
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
 /* Shared (not FUTEX_PRIVATE): the word lives in a MAP_SHARED memfd. */
 static void futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t timeout_ns)
 {
@@ -78,6 +69,22 @@ void npx_bp_notify_all(struct nproxy_bp *bp, bool force)
 			npx_bp_notify(bp, r, force ? BP_WAIT_ANY : bp->rank);
 }
 
+/*
+ * Rate-limited duties of every wait loop (force: now): the leader answers
+ * latecomers of a complete job, and every rank polls its peers' pidfds.
+ */
+enum nproxy_status npx_bp_check_live(struct nproxy_bp *bp, bool force)
+{
+	uint64_t now = npx_now_ns();
+
+	if (!force && now < bp->next_live_check_ns)
+		return NPROXY_SUCCESS;
+	bp->next_live_check_ns = now + BP_WAIT_SLICE_MS * 1000000ull;
+	if (bp->leader && bp->state == BP_S_READY)
+		npx_bp_refuse_late(bp);
+	return npx_bp_check_dead(bp);
+}
+
 /* A peer hung up (step error PEER_LEFT): a death elsewhere is the root cause. */
 static enum nproxy_status step_failed(struct nproxy_bp *bp)
 {
@@ -116,7 +123,7 @@ enum nproxy_status npx_bp_wait(struct nproxy_bp *bp, bp_step_fn step, void *arg,
 			yields = 0;
 			continue;
 		}
-		now = npx_bp_now_ns();
+		now = npx_now_ns();
 		if (now >= deadline_ns) {
 			st = npx_bp_check_live(bp, true);
 			if (st)
@@ -135,7 +142,7 @@ enum nproxy_status npx_bp_wait(struct nproxy_bp *bp, bp_step_fn step, void *arg,
 			if (!spin_until)
 				spin_until = now + bp->spin_ns;
 			if (now < spin_until) {
-				cpu_relax();
+				wake_cpu_relax();
 				continue;
 			}
 		}

@@ -19,12 +19,16 @@
 #define NPX_COMMON_INTERNAL_H
 
 #include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
+#include <nproxy/log.h>
 #include <nproxy/status.h>
 
 /*
@@ -100,14 +104,6 @@ static inline void wake_word_store(uint32_t *word, uint32_t *sleepers, uint32_t 
 		wake_futex(word, FUTEX_WAKE, INT_MAX, NULL);
 }
 
-static inline uint64_t wake_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static inline void wake_cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -115,6 +111,31 @@ static inline void wake_cpu_relax(void)
 #elif defined(__aarch64__)
 	__asm__ __volatile__("yield" ::: "memory");
 #endif
+}
+
+/*
+ * The library's one clock: CLOCK_MONOTONIC, the clock every deadline,
+ * timestamp in a shared page and log line uses (nproxyctl watch reads the
+ * same).  Inline: the proxy worker reads it on its hot path.
+ */
+static inline uint64_t npx_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Milliseconds, signed: callers subtract and compare ("time left" < 0). */
+static inline int64_t npx_now_ms(void)
+{
+	return (int64_t)(npx_now_ns() / 1000000ull);
+}
+
+/* The npx_now_ns() value timeout_ms from now. */
+static inline uint64_t npx_deadline_ns(uint64_t timeout_ms)
+{
+	return npx_now_ns() + timeout_ms * 1000000ull;
 }
 
 /*
@@ -149,5 +170,62 @@ static inline void npx_seq_write_end(uint32_t *seq, uint32_t s)
 {
 	__atomic_store_n(seq, s + 1, __ATOMIC_RELEASE);
 }
+
+/*
+ * Environment variables (env.c).  Every tunable the library reads goes
+ * through these, so that junk, overflow, a sign on an unsigned value or an
+ * out-of-range number is never taken silently: the variable is named in
+ * one warning together with the default used instead.
+ */
+enum npx_env_found {
+	NPX_ENV_UNSET = 0,	/* unset or empty: *out is the default */
+	NPX_ENV_SET,		/* a valid value: *out is it */
+	NPX_ENV_BAD,		/* rejected and warned about: *out is the default */
+};
+
+enum npx_env_found npx_env_u32(const char *name, uint32_t dflt, uint32_t min, uint32_t max,
+			       uint32_t *out);
+enum npx_env_found npx_env_u64(const char *name, uint64_t dflt, uint64_t min, uint64_t max,
+			       uint64_t *out);
+/* 1/0, yes/no, true/false, on/off (any case). */
+enum npx_env_found npx_env_bool(const char *name, bool dflt, bool *out);
+/* The variable's text, NULL when unset or empty. */
+static inline const char *npx_env_text(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? v : NULL;
+}
+
+/* The text as set, or dflt when unset or empty (inline: log.c uses it). */
+static inline enum npx_env_found npx_env_str(const char *name, const char *dflt, const char **out)
+{
+	const char *text = npx_env_text(name);
+
+	*out = text ? text : dflt;
+	return text ? NPX_ENV_SET : NPX_ENV_UNSET;
+}
+/* One of names[] (any case; NULL entries never match): *out is its index, or
+ * dflt when unset or unknown. */
+enum npx_env_found npx_env_choice(const char *name, const char *const *names, size_t n_names,
+				  unsigned int dflt, unsigned int *out);
+/*
+ * For a variable whose bad value must fail the call that reads it instead
+ * of falling back (an explicit sizing the caller asked for): logs an error,
+ * not a warning, and leaves *out alone unless the value is valid.
+ */
+enum npx_env_found npx_env_u32_strict(const char *name, uint32_t min, uint32_t max,
+				      uint32_t *out);
+
+/*
+ * An object's last error text (errbuf.c): format into buf (always
+ * terminated, truncated to len) and log "who: text" at level (who names
+ * the object, NULL for none), so the text a caller reads back with
+ * *_strerror() is the one in the log.
+ */
+void npx_errbuf_set(char *buf, size_t len, enum nproxy_log_level level, const char *who,
+		    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void npx_errbuf_vset(char *buf, size_t len, enum nproxy_log_level level, const char *who,
+		     const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <nproxy/fault.h>
 #include <nproxy/log.h>
+#include "common/common_internal.h"
 #include "fault_wrap.h"	/* also force-included: nothing here calls a wrapped function */
 
 int npx_fault_armed;
@@ -120,8 +121,8 @@ uint64_t nproxy_fault_injected(void)
 
 __attribute__((constructor)) static void fault_from_env(void)
 {
-	const char *spec = getenv("NPROXY_FAULT");
+	const char *spec;
 
-	if (spec && *spec)
+	if (npx_env_str("NPROXY_FAULT", NULL, &spec) == NPX_ENV_SET)
 		nproxy_fault_set(spec);
 }

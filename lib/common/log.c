@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <nproxy/log.h>
+#include "common/common_internal.h"
 
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static nproxy_log_sink_fn log_sink;
@@ -17,9 +18,10 @@ static int log_level = -1;	/* -1: not read from the environment yet */
 
 static int level_from_env(void)
 {
-	const char *v = getenv("NPROXY_LOG_LEVEL");
+	const char *v;
 
-	if (!v)
+	/* Not npx_env_choice(): its warning would come back here. */
+	if (npx_env_str("NPROXY_LOG_LEVEL", NULL, &v) == NPX_ENV_UNSET)
 		return NPROXY_LOG_WARN;
 	if (!strcasecmp(v, "error"))
 		return NPROXY_LOG_ERROR;
@@ -63,14 +65,14 @@ static const char *level_name(enum nproxy_log_level level)
  */
 static void log_to_stderr(enum nproxy_log_level level, const char *msg)
 {
+	uint64_t now_ns = npx_now_ns();
 	char thread[16] = "";
-	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
 	if (pthread_getname_np(pthread_self(), thread, sizeof(thread)) || !thread[0])
 		snprintf(thread, sizeof(thread), "?");
-	fprintf(stderr, "nproxy[%d] %lld.%06ld %s %s: %s\n", (int)getpid(), (long long)ts.tv_sec,
-		ts.tv_nsec / 1000, level_name(level), thread, msg);
+	fprintf(stderr, "nproxy[%d] %lld.%06ld %s %s: %s\n", (int)getpid(),
+		(long long)(now_ns / 1000000000ull),
+		(long)(now_ns % 1000000000ull / 1000), level_name(level), thread, msg);
 }
 
 void nproxy_log(enum nproxy_log_level level, const char *fmt, ...)

@@ -154,7 +154,7 @@ static void finish_program(struct devemu *emu, uint32_t state)
 		res->error = -EINVAL;
 		break;
 	}
-	res->elapsed_ns = hs_now_ns() - emu->submit_ns;
+	res->elapsed_ns = npx_now_ns() - emu->submit_ns;
 
 	emu->running = false;
 	emu->finished = true;
@@ -191,12 +191,12 @@ static uint64_t advance(struct devemu *emu)
 			emu->step_begun = true;
 			/* For tools: the step the device is in (hang evidence). */
 			__atomic_store_n(&emu->pages.info->prog_step, emu->pc, __ATOMIC_RELAXED);
-			emu->step_deadline_ns = deadline_after(hs_now_ns(), t);
+			emu->step_deadline_ns = deadline_after(npx_now_ns(), t);
 		}
 		switch (step->op) {
 		case NPROXY_STEP_WRITE_TRIGGER:
 			/* Like the module: time stamp and counter first, then the word. */
-			__atomic_store_n(&emu->pages.info->last_trigger_ns, hs_now_ns(),
+			__atomic_store_n(&emu->pages.info->last_trigger_ns, npx_now_ns(),
 					 __ATOMIC_RELAXED);
 			info_count(&emu->pages.info->triggers_written);
 			nproxy_trigger_store(&emu->pages.triggers[step->index], (uint32_t)step->value);
@@ -210,14 +210,14 @@ static uint64_t advance(struct devemu *emu)
 			info_count(&emu->pages.info->events_signalled);
 			break;
 		case NPROXY_STEP_DELAY:
-			now_ns = hs_now_ns();
+			now_ns = npx_now_ns();
 			if (now_ns < emu->step_deadline_ns)
 				return emu->step_deadline_ns;
 			break;
 		case NPROXY_STEP_WAIT_SEM:
 			/* The semaphore first, then the deadline: just in time counts. */
 			if (!sem_reached(emu, step)) {
-				now_ns = hs_now_ns();
+				now_ns = npx_now_ns();
 				if (now_ns >= emu->step_deadline_ns) {
 					finish_program(emu, NPROXY_PROG_TIMEDOUT);
 					return 0;
@@ -226,7 +226,7 @@ static uint64_t advance(struct devemu *emu)
 				return now_ns < emu->step_deadline_ns ? now_ns : emu->step_deadline_ns;
 			}
 			disarm(emu);
-			__atomic_store_n(&emu->pages.info->last_wait_done_ns, hs_now_ns(),
+			__atomic_store_n(&emu->pages.info->last_wait_done_ns, npx_now_ns(),
 					 __ATOMIC_RELEASE);
 			break;
 		default:
@@ -250,7 +250,7 @@ static void *devemu_main(void *arg)
 	pthread_mutex_lock(&emu->lock);
 	for (;;) {
 		uint32_t seen = wake_seq(&emu->bell);
-		uint64_t now_ns = hs_now_ns(), wake_ns;
+		uint64_t now_ns = npx_now_ns(), wake_ns;
 		bool in_delay;
 
 		wake_ns = advance(emu);	/* stop while running: ends CANCELLED */
@@ -261,14 +261,14 @@ static void *devemu_main(void *arg)
 			wake_ns = now_ns + DEVEMU_IDLE_RECHECK_NS;
 		emu->thread_wake_ns = wake_ns;
 		pthread_mutex_unlock(&emu->lock);
-		now_ns = hs_now_ns();
+		now_ns = npx_now_ns();
 		if (wake_ns > now_ns && wake_ns - now_ns <= DEVEMU_SPIN_WAIT_NS) {
 			/*
 			 * A short DELAY (the emulated device reaching the net
 			 * stage): a timer wake-up would overshoot it several
 			 * times on a virtual machine, so yield until it is over.
 			 */
-			while (hs_now_ns() < wake_ns && wake_seq(&emu->bell) == seen)
+			while (npx_now_ns() < wake_ns && wake_seq(&emu->bell) == seen)
 				sched_yield();
 		} else if (wake_ns > now_ns) {
 			/*
@@ -408,7 +408,7 @@ enum nproxy_status npx_devemu_submit(struct devemu *emu, const struct nproxy_pro
 	/* Copied: the caller's array may go away at once. */
 	memcpy(emu->steps, steps, sizeof(*steps) * n_steps);
 	emu->n_steps = n_steps;
-	emu->submit_ns = hs_now_ns();
+	emu->submit_ns = npx_now_ns();
 	memset(&emu->result, 0, sizeof(emu->result));
 	emu->result.seq = emu->next_seq++;
 	emu->cancel_req = false;
@@ -428,7 +428,7 @@ enum nproxy_status npx_devemu_submit(struct devemu *emu, const struct nproxy_pro
 
 enum nproxy_status npx_devemu_cancel(struct devemu *emu)
 {
-	uint64_t deadline_ns = hs_now_ns() + DEVEMU_CANCEL_WAIT_NS;
+	uint64_t deadline_ns = npx_now_ns() + DEVEMU_CANCEL_WAIT_NS;
 	enum nproxy_status st = NPROXY_SUCCESS;
 
 	if (inherited(emu))
@@ -457,7 +457,7 @@ enum nproxy_status npx_devemu_cancel(struct devemu *emu)
 enum nproxy_status npx_devemu_wait(struct devemu *emu, int timeout_ms,
 			       struct nproxy_prog_result *result)
 {
-	uint64_t deadline_ns = hs_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
+	uint64_t deadline_ns = npx_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
 	enum nproxy_status st = NPROXY_SUCCESS;
 
 	if (inherited(emu))

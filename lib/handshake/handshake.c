@@ -23,34 +23,6 @@
 #define HS_DEV_PATH	"/dev/" NPROXY_DEVICE_NAME
 #define HS_WHY_LEN	256
 
-enum nproxy_status npx_hs_status_from_errno(int err)
-{
-	switch (err) {
-	case ENOENT:
-	case ENODEV:
-	case ENXIO:
-	case ENOSYS:
-	case EOPNOTSUPP:
-	case ENOTTY:
-		return NPROXY_UNSUPPORTED;
-	case EACCES:
-	case EPERM:
-		return NPROXY_PERM;
-	case ENOMEM:
-	case EMFILE:
-	case ENFILE:
-	case EAGAIN:
-	case ENOSPC:
-		return NPROXY_RESOURCE;
-	case EINVAL:
-		return NPROXY_INVALID;
-	case EBUSY:
-		return NPROXY_BUSY;
-	default:
-		return NPROXY_FAILURE;
-	}
-}
-
 enum nproxy_status nproxy_hs_backend_parse(const char *name, enum nproxy_hs_backend *out)
 {
 	if (!name || !out)
@@ -136,8 +108,7 @@ static enum nproxy_status requested_backend(const struct nproxy_hs_opts *opts,
 	*source = NULL;		/* the caller's options */
 	if (*b != NPROXY_HS_AUTO)
 		return NPROXY_SUCCESS;
-	env = getenv(HS_ENV);
-	if (!env || !*env)
+	if (npx_env_str(HS_ENV, NULL, &env) == NPX_ENV_UNSET)
 		return NPROXY_SUCCESS;
 	*source = HS_ENV;
 	if (nproxy_hs_backend_parse(env, b) != NPROXY_SUCCESS) {

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <nproxy/handshake.h>
 #include <nproxy/seam.h>
+#include "common/common_internal.h"
 
 struct devemu;
 
@@ -71,7 +72,7 @@ struct nproxy_hs {
 enum nproxy_status npx_hs_kmod_open(struct nproxy_hs *hs, char *why, size_t why_len);
 enum nproxy_status npx_hs_memfd_open(struct nproxy_hs *hs, char *why, size_t why_len);
 
-/* Map an errno from open/ioctl/mmap to the library status. */
+/* handshake_errno.c: map an errno from open/ioctl/mmap to the library status. */
 enum nproxy_status npx_hs_status_from_errno(int err);
 
 /* ---- devemu.c: the userspace emulated device ---- */
@@ -107,14 +108,6 @@ const volatile uint32_t *npx_devemu_sem_sleepers(struct devemu *emu);
 /* A semaphore increment rang the bell: run what it unblocked. */
 void npx_devemu_ring(struct devemu *emu);
 void npx_devemu_set_trigger_notify(struct devemu *emu, void (*fn)(void *), void *arg);
-static inline uint64_t hs_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 static inline struct timespec hs_ns_to_timespec(uint64_t ns)
 {
 	struct timespec ts = {

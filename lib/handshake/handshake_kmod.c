@@ -89,7 +89,7 @@ static enum nproxy_status kmod_cancel(struct nproxy_hs *hs)
 static enum nproxy_status kmod_wait(struct nproxy_hs *hs, int timeout_ms,
 				    struct nproxy_prog_result *result)
 {
-	uint64_t deadline_ns = hs_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
+	uint64_t deadline_ns = npx_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
 
 	for (;;) {
 		struct pollfd pfd = { .fd = hs->fd, .events = POLLIN };
@@ -108,7 +108,7 @@ static enum nproxy_status kmod_wait(struct nproxy_hs *hs, int timeout_ms,
 				   hs->info->region_id, hs->rank, strerror(err));
 			return npx_hs_status_from_errno(err);
 		}
-		now_ns = hs_now_ns();
+		now_ns = npx_now_ns();
 		if (now_ns >= deadline_ns)
 			return NPROXY_TIMEOUT;
 		/* Round up: never spin on a sub-millisecond remainder. */

@@ -76,14 +76,6 @@ void npx_net_barrier_free(struct nproxy_net *net)
 	net->bar = NULL;
 }
 
-void npx_net_barrier_complete(struct nproxy_net *net, struct net_req *req, bool ok)
-{
-	req->posted = 0;
-	req->done = ok;
-	if (ok)
-		net->last_activity_ms[req->peer] = npx_net_now_ms();
-}
-
 static uint64_t bar_tag(struct nproxy_net *net, uint64_t seq, uint32_t src, uint32_t round)
 {
 	return net_tag(NET_TAG_BARRIER, net->comm_id, 0, (uint32_t)seq, src, round);
@@ -144,7 +136,7 @@ static enum nproxy_status bar_arrive(void *ctx, uint64_t seq)
 	}
 	bar->seq = seq;
 	bar->round = 0;
-	bar->arrived_ms = npx_net_now_ms();
+	bar->arrived_ms = npx_now_ms();
 	bar->active = bar->rounds > 0;
 	for (uint32_t k = 0; k < bar->rounds; k++)
 		bar->send[k].done = bar->recv[k].done = 0;
@@ -212,7 +204,7 @@ static enum nproxy_status bar_test(void *ctx, uint64_t seq, bool *done)
 			goto out;
 		}
 	}
-	if (npx_net_now_ms() - bar->arrived_ms > net->timeout_ms) {
+	if (npx_now_ms() - bar->arrived_ms > net->timeout_ms) {
 		uint32_t k = bar->round < bar->rounds ? bar->round : 0;
 
 		npx_net_set_err(net, "host barrier %" PRIu64 ": round %u (%s rank %u) not done within %d ms: peer dead or unreachable",

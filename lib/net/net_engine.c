@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * The op engine behind the seam: start (B1) validates a block's FIFO triple
- * and assigns every op its tag; progress (B2) drains the CQ, posts eligible
- * ops and checks deadlines, never blocking; stop (B3) retires a block.
+ * The op engine behind the seam: start() validates a block's FIFO triple
+ * and assigns every op its tag; progress() drains the CQ, posts eligible
+ * ops and checks deadlines, never blocking; stop() retires a block.
  *
  * Matching: sender and receiver FIFOs differ, so the "op index" in a tag is
  * the op's position among the ops of its block between the same two ranks
@@ -25,71 +25,9 @@
 #include <nproxy/log.h>
 #include "net_internal.h"
 
-#define NET_CQ_BATCH		16	/* entries per fi_cq_read */
-#define NET_CQ_MAX_PER_TICK	256	/* bound on one tick's draining */
 #define NET_POST_MAX_PER_TICK	64	/* bound on one tick's posting */
 #define NET_STOP_REAP_MS	200	/* stop(): wait this long for cancellations */
 #define NET_SCAN_MAX_PER_TICK	64	/* unposted ops looked at per tick */
-#define NET_SPARE_BLOCKS	16	/* retired blocks kept for reuse */
-
-static void block_free(struct nproxy_net *net, struct net_block *b);
-static void block_destroy(struct net_block *b);
-
-/* Grow *p to n elements of size (never shrinks); false when out of memory. */
-static bool grow(void **p, uint32_t *cap, uint32_t n, size_t size)
-{
-	void *q;
-
-	if (n <= *cap)
-		return true;
-	q = realloc(*p, (size_t)n * size);
-	if (!q)
-		return false;
-	*p = q;
-	*cap = n;
-	return true;
-}
-
-/*
- * A block for start(): a spare one (its arrays kept, grown if this block
- * is bigger) or a new one.  Everything but the arrays is zeroed, and the
- * op states too.  Called with net->lock held.
- */
-static struct net_block *block_get(struct nproxy_net *net, uint32_t n_ops, uint32_t n_sems)
-{
-	struct net_block *b = net->spare, kept;
-	uint32_t ops = n_ops ? n_ops : 1;
-
-	if (b) {
-		net->spare = b->next_grave;
-		net->n_spare--;
-	} else if (!(b = calloc(1, sizeof(*b)))) {
-		return NULL;
-	}
-	kept = *b;
-	memset(b, 0, sizeof(*b));
-	b->st = kept.st;
-	b->next_same_sem = kept.next_same_sem;
-	b->sem_head = kept.sem_head;
-	b->cap_ops = kept.cap_ops;
-	b->cap_next = kept.cap_next;
-	b->cap_sems = kept.cap_sems;
-	if (!grow((void **)&b->st, &b->cap_ops, ops, sizeof(*b->st)) ||
-	    !grow((void **)&b->next_same_sem, &b->cap_next, ops, sizeof(uint32_t)) ||
-	    !grow((void **)&b->sem_head, &b->cap_sems, n_sems, sizeof(uint32_t))) {
-		block_destroy(b);
-		return NULL;
-	}
-	memset(b->st, 0, (size_t)ops * sizeof(*b->st));
-	return b;
-}
-
-/* start()'s scratch array of n counters (net->lock held). */
-static uint32_t *start_scratch(struct nproxy_net *net, uint32_t n)
-{
-	return grow((void **)&net->start_scratch, &net->cap_scratch, n, sizeof(uint32_t)) ?
-	       net->start_scratch : NULL;
-}
 
 static struct net_block *find_block(struct nproxy_net *net, uint32_t stream, uint32_t bb,
 				    int *free_slot)
@@ -192,6 +130,65 @@ static enum nproxy_status validate(struct nproxy_net *net, uint32_t stream, uint
 	return NPROXY_SUCCESS;
 }
 
+/*
+ * Every op of block b its request and tag: seq[peer * 2 + is_send] counts
+ * the ops between this rank and peer in that direction (the op index of
+ * the tag), the same on both sides.
+ */
+static enum nproxy_status assign_tags(struct nproxy_net *net, struct net_block *b, uint32_t *seq,
+				      uint32_t tag_block)
+{
+	const struct nproxy_fifo_set *fifos = &b->fifos;
+
+	for (uint32_t i = 0; i < fifos->n_ops; i++) {
+		const struct nproxy_net_op *op = &fifos->ops[i];
+		struct net_op_state *s = &b->st[i];
+		bool send = op->kind == NPROXY_NET_OP_SEND;
+		uint32_t *k = &seq[op->peer * 2 + send];
+
+		if (*k > NET_TAG_MAX_SEQ) {
+			npx_net_set_err(net, "stream %u bb %u: over %u ops with peer %u in one block",
+				    b->stream, b->bb, NET_TAG_MAX_SEQ + 1, op->peer);
+			return NPROXY_INVALID;
+		}
+		s->req.kind = NET_REQ_OP;
+		s->req.is_send = send;
+		s->req.peer = op->peer;
+		s->blk = b;
+		s->idx = i;
+		s->seq = (*k)++;
+		/* The source rank in the tag is the sender's. */
+		s->tag = net_tag(0, net->comm_id, b->stream, tag_block, send ? net->rank : op->peer,
+				 s->seq);
+	}
+	return NPROXY_SUCCESS;
+}
+
+/*
+ * Chain the completing ops of each semaphore in FIFO order (sem_head,
+ * next_same_sem), so their increments reach the device in that order;
+ * tail is n_sems scratch counters.
+ */
+static void chain_sems(struct net_block *b, uint32_t *tail)
+{
+	const struct nproxy_fifo_set *fifos = &b->fifos;
+
+	for (uint32_t s = 0; s < b->dev.n_sems; s++)
+		b->sem_head[s] = tail[s] = NET_NONE;
+	for (uint32_t i = 0; i < fifos->n_ops; i++) {
+		const struct nproxy_net_op *op = &fifos->ops[i];
+
+		b->next_same_sem[i] = NET_NONE;
+		if (!(op->flags & NPROXY_NET_OP_F_COMPLETE))
+			continue;
+		if (tail[op->post_sem] == NET_NONE)
+			b->sem_head[op->post_sem] = i;
+		else
+			b->next_same_sem[tail[op->post_sem]] = i;
+		tail[op->post_sem] = i;
+	}
+}
+
 static enum nproxy_status net_start(void *engine, uint32_t stream, uint32_t bb,
 				    const struct nproxy_fifo_set *fifos,
 				    const struct nproxy_device_sems *dev)
@@ -220,8 +217,8 @@ static enum nproxy_status net_start(void *engine, uint32_t stream, uint32_t bb,
 	if (st != NPROXY_SUCCESS)
 		goto out;
 	st = NPROXY_RESOURCE;
-	b = block_get(net, fifos->n_ops, dev ? dev->n_sems : 0);
-	seq = start_scratch(net, 2 * net->n_ranks + (dev ? dev->n_sems : 0));
+	b = npx_net_block_get(net, fifos->n_ops, dev ? dev->n_sems : 0);
+	seq = npx_net_start_scratch(net, 2 * net->n_ranks + (dev ? dev->n_sems : 0));
 	if (!b || !seq)
 		goto out;
 	memset(seq, 0, 2 * (size_t)net->n_ranks * sizeof(*seq));
@@ -232,46 +229,11 @@ static enum nproxy_status net_start(void *engine, uint32_t stream, uint32_t bb,
 	b->fifos = *fifos;
 	if (dev)
 		b->dev = *dev;
-	for (uint32_t i = 0; i < fifos->n_ops; i++) {
-		const struct nproxy_net_op *op = &fifos->ops[i];
-		struct net_op_state *s = &b->st[i];
-		bool send = op->kind == NPROXY_NET_OP_SEND;
-		uint32_t *k = &seq[op->peer * 2 + send];
-
-		if (*k > NET_TAG_MAX_SEQ) {
-			npx_net_set_err(net, "stream %u bb %u: over %u ops with peer %u in one block",
-				    stream, bb, NET_TAG_MAX_SEQ + 1, op->peer);
-			st = NPROXY_INVALID;
-			goto out;
-		}
-		s->req.kind = NET_REQ_OP;
-		s->req.is_send = send;
-		s->req.peer = op->peer;
-		s->blk = b;
-		s->idx = i;
-		s->seq = (*k)++;
-		/* The source rank in the tag is the sender's. */
-		s->tag = net_tag(0, net->comm_id, stream, tag_block, send ? net->rank : op->peer,
-				 s->seq);
-	}
-	if (b->dev.n_sems) {
-		uint32_t *tail = seq + 2 * net->n_ranks;
-
-		for (uint32_t s = 0; s < b->dev.n_sems; s++)
-			b->sem_head[s] = tail[s] = NET_NONE;
-		for (uint32_t i = 0; i < fifos->n_ops; i++) {
-			const struct nproxy_net_op *op = &fifos->ops[i];
-
-			b->next_same_sem[i] = NET_NONE;
-			if (!(op->flags & NPROXY_NET_OP_F_COMPLETE))
-				continue;
-			if (tail[op->post_sem] == NET_NONE)
-				b->sem_head[op->post_sem] = i;
-			else
-				b->next_same_sem[tail[op->post_sem]] = i;
-			tail[op->post_sem] = i;
-		}
-	}
+	st = assign_tags(net, b, seq, tag_block);
+	if (st != NPROXY_SUCCESS)
+		goto out;
+	if (b->dev.n_sems)
+		chain_sems(b, seq + 2 * net->n_ranks);
 	for (uint32_t i = 0; i < fifos->n_src; i++)
 		net->mrs[fifos->src[i].mr].users++;
 	for (uint32_t i = 0; i < fifos->n_dst; i++)
@@ -282,219 +244,9 @@ static enum nproxy_status net_start(void *engine, uint32_t stream, uint32_t bb,
 	st = NPROXY_SUCCESS;
 out:
 	if (b)
-		block_free(net, b);
+		npx_net_block_free(net, b);
 	pthread_mutex_unlock(&net->lock);
 	return st;
-}
-
-static void block_destroy(struct net_block *b)
-{
-	free(b->st);
-	free(b->sem_head);
-	free(b->next_same_sem);
-	free(b);
-}
-
-/* Keep a retired block for the next start(), up to NET_SPARE_BLOCKS. */
-static void block_free(struct nproxy_net *net, struct net_block *b)
-{
-	if (net->n_spare >= NET_SPARE_BLOCKS) {
-		block_destroy(b);
-		return;
-	}
-	b->next_grave = net->spare;
-	net->spare = b;
-	net->n_spare++;
-}
-
-void npx_net_engine_free(struct nproxy_net *net)
-{
-	while (net->graveyard) {
-		struct net_block *b = net->graveyard;
-
-		net->graveyard = b->next_grave;
-		block_destroy(b);
-	}
-	while (net->spare) {
-		struct net_block *b = net->spare;
-
-		net->spare = b->next_grave;
-		block_destroy(b);
-	}
-	net->n_spare = 0;
-	free(net->start_scratch);
-	net->start_scratch = NULL;
-}
-
-static void free_if_reaped(struct nproxy_net *net, struct net_block *b)
-{
-	struct net_block **pp;
-
-	if (!b->retired || b->n_inflight)
-		return;
-	for (pp = &net->graveyard; *pp; pp = &(*pp)->next_grave) {
-		if (*pp == b) {
-			*pp = b->next_grave;
-			block_free(net, b);
-			return;
-		}
-	}
-}
-
-static enum nproxy_status fail(struct nproxy_net *net, enum nproxy_status st)
-{
-	if (net->failed == NPROXY_SUCCESS)
-		net->failed = st;
-	return net->failed;
-}
-
-static void op_completed(struct nproxy_net *net, struct net_op_state *s)
-{
-	struct net_block *b = s->blk;
-	const struct nproxy_net_op *op;
-
-	s->req.posted = 0;
-	s->req.done = 1;
-	net->inflight[s->req.peer * 2 + s->req.is_send]--;
-	net->last_activity_ms[s->req.peer] = npx_net_now_ms();
-	b->n_inflight--;
-	if (b->retired) {
-		free_if_reaped(net, b);
-		return;
-	}
-	b->n_done++;
-	op = &b->fifos.ops[s->idx];
-	if (!(op->flags & NPROXY_NET_OP_F_COMPLETE))
-		return;
-	/*
-	 * The back-edge: tell the device this slice is done (nec_inc_semaphore),
-	 * in FIFO order per semaphore -- an op completing ahead of an earlier
-	 * one on the same semaphore is applied when that one completes.
-	 */
-	for (uint32_t *head = &b->sem_head[op->post_sem];
-	     *head != NET_NONE && b->st[*head].req.done; *head = b->next_same_sem[*head]) {
-		const struct nproxy_net_op *ready = &b->fifos.ops[*head];
-
-		nproxy_device_sem_add(&b->dev, ready->post_sem, ready->post_inc);
-	}
-}
-
-static enum nproxy_status read_cq_error(struct nproxy_net *net)
-{
-	struct fi_cq_err_entry e = { 0 };
-	char prov_text[128] = "";
-	struct net_req *req;
-	ssize_t rc;
-
-	rc = fi_cq_readerr(net->cq, &e, 0);
-	if (rc == -FI_EAGAIN)
-		return NPROXY_SUCCESS;
-	if (rc < 0) {
-		npx_net_set_err(net, "fi_cq_readerr: %s", fi_strerror((int)-rc));
-		return fail(net, NPROXY_NET_ERROR);
-	}
-	req = e.op_context;
-	if (e.prov_errno || e.err_data_size) {
-		const char *t = fi_cq_strerror(net->cq, e.prov_errno, e.err_data, prov_text,
-					       sizeof(prov_text));
-
-		if (t && t != prov_text)
-			snprintf(prov_text, sizeof(prov_text), "%s", t);
-	}
-	if (!req) {
-		npx_net_set_err(net, "completion error without context: %s (%s)",
-			    fi_strerror(e.err), prov_text);
-		return fail(net, NPROXY_NET_ERROR);
-	}
-	if (req->kind == NET_REQ_BARRIER) {
-		npx_net_barrier_complete(net, req, false);
-		if (e.err == FI_ECANCELED)
-			return NPROXY_SUCCESS;
-		npx_net_set_err(net, "host barrier %s rank %u failed: %s (%s)",
-			    req->is_send ? "send to" : "recv from", req->peer, fi_strerror(e.err),
-			    prov_text);
-		return fail(net, NPROXY_NET_ERROR);
-	} else {
-		struct net_op_state *s = (struct net_op_state *)req;
-		struct net_block *b = s->blk;
-		const struct nproxy_net_op *op = b->retired ? NULL : &b->fifos.ops[s->idx];
-		uint32_t stream = b->stream, bb = b->bb, idx = s->idx, len = op ? op->len : 0;
-		uint64_t tag = s->tag;
-
-		bool is_send = req->is_send;
-		uint32_t peer = req->peer;
-
-		s->req.done = 0;
-		s->req.posted = 0;
-		net->inflight[req->peer * 2 + req->is_send]--;
-		b->n_inflight--;
-		if (b->retired) {
-			free_if_reaped(net, b);
-			if (e.err == FI_ECANCELED)
-				return NPROXY_SUCCESS;
-		}
-		/* b (and s) may be gone: only the copies above from here on. */
-		npx_net_set_err(net, "stream %u bb %u op %u (%s rank %u, %u bytes, tag %#" PRIx64
-			    ") failed: %s (%s)", stream, bb, idx, is_send ? "send to" : "recv from",
-			    peer, len, tag, fi_strerror(e.err), prov_text);
-		return fail(net, e.err == FI_ETRUNC ? NPROXY_INVALID : NPROXY_NET_ERROR);
-	}
-}
-
-enum nproxy_status npx_net_drain_cq(struct nproxy_net *net, uint32_t *moved)
-{
-	struct fi_cq_tagged_entry ent[NET_CQ_BATCH];
-	uint32_t total = 0;
-
-	while (total < NET_CQ_MAX_PER_TICK) {
-		ssize_t n = fi_cq_read(net->cq, ent, NET_CQ_BATCH);
-
-		if (n == -FI_EAGAIN)
-			break;
-		if (n == -FI_EAVAIL) {
-			enum nproxy_status st = read_cq_error(net);
-
-			if (st != NPROXY_SUCCESS)
-				return st;
-			total++;
-			continue;
-		}
-		if (n < 0) {
-			npx_net_set_err(net, "fi_cq_read: %s", fi_strerror((int)-n));
-			return fail(net, NPROXY_NET_ERROR);
-		}
-		for (ssize_t i = 0; i < n; i++) {
-			struct net_req *req = ent[i].op_context;
-
-			if (req->kind == NET_REQ_BARRIER) {
-				npx_net_barrier_complete(net, req, true);
-				continue;
-			}
-			struct net_op_state *s = (struct net_op_state *)req;
-
-			if (!req->is_send && !s->blk->retired &&
-			    ent[i].len != s->blk->fifos.ops[s->idx].len) {
-				npx_net_set_err(net, "stream %u bb %u op %u: recv from rank %u got %zu bytes, expected %u",
-					    s->blk->stream, s->blk->bb, s->idx, req->peer,
-					    (size_t)ent[i].len, s->blk->fifos.ops[s->idx].len);
-				op_completed(net, s);
-				return fail(net, NPROXY_INVALID);
-			}
-			op_completed(net, s);
-		}
-		total += (uint32_t)n;
-		if (n < NET_CQ_BATCH)
-			break;
-	}
-	*moved += total;
-	return NPROXY_SUCCESS;
-}
-
-enum nproxy_status npx_net_post_error(struct nproxy_net *net, ssize_t rc, const char *what,
-				  uint32_t peer)
-{
-	npx_net_set_err(net, "%s rank %u: %s", what, peer, fi_strerror((int)-rc));
-	return fail(net, NPROXY_NET_ERROR);
 }
 
 /*
@@ -551,7 +303,7 @@ static enum nproxy_status post_pass(struct nproxy_net *net, struct net_block *b,
 		if (rc == -FI_EAGAIN) {
 			/* Provider queue full: reap completions, retry next tick. */
 			if (!b->eagain_since_ms)
-				b->eagain_since_ms = npx_net_now_ms();
+				b->eagain_since_ms = npx_now_ms();
 			b->eagain_op = i;
 			*again = true;
 			return NPROXY_SUCCESS;
@@ -560,10 +312,10 @@ static enum nproxy_status post_pass(struct nproxy_net *net, struct net_block *b,
 			npx_net_set_err(net, "stream %u bb %u op %u: %s rank %u (%u bytes): %s",
 				    b->stream, b->bb, i, op_kind(op), op->peer, op->len,
 				    fi_strerror((int)-rc));
-			return fail(net, NPROXY_NET_ERROR);
+			return npx_net_fail(net, NPROXY_NET_ERROR);
 		}
 		s->req.posted = 1;
-		s->posted_ms = npx_net_now_ms();
+		s->posted_ms = npx_now_ms();
 		net->inflight[ch]++;
 		b->n_inflight++;
 		++*posted;
@@ -608,7 +360,7 @@ static enum nproxy_status post_block(struct nproxy_net *net, struct net_block *b
  */
 static enum nproxy_status check_deadlines(struct nproxy_net *net, struct net_block *b)
 {
-	int64_t now = npx_net_now_ms();
+	int64_t now = npx_now_ms();
 
 	if (now == net->last_deadline_check_ms)
 		return NPROXY_SUCCESS;
@@ -619,7 +371,7 @@ static enum nproxy_status check_deadlines(struct nproxy_net *net, struct net_blo
 		npx_net_set_err(net, "stream %u bb %u op %u: %s rank %u (%u bytes): provider refused the post (-FI_EAGAIN) for %d ms: peer dead or unreachable",
 			    b->stream, b->bb, b->eagain_op, op_kind(op), op->peer, op->len,
 			    net->timeout_ms);
-		return fail(net, NPROXY_TIMEOUT);
+		return npx_net_fail(net, NPROXY_TIMEOUT);
 	}
 	if (!b->n_inflight)
 		return NPROXY_SUCCESS;
@@ -639,7 +391,7 @@ static enum nproxy_status check_deadlines(struct nproxy_net *net, struct net_blo
 				    "stream %u bb %u op %u: %s rank %u (%u bytes) made no progress for %d ms: peer dead or unreachable",
 				    b->stream, b->bb, i, op_kind(op), op->peer, op->len,
 				    net->timeout_ms);
-			return fail(net, NPROXY_TIMEOUT);
+			return npx_net_fail(net, NPROXY_TIMEOUT);
 		}
 	}
 	return NPROXY_SUCCESS;
@@ -738,8 +490,8 @@ static enum nproxy_status net_stop(void *engine, uint32_t stream, uint32_t bb)
 		 * (providers cancel posted recvs promptly; a send they cannot
 		 * cancel only reads).
 		 */
-		for (int64_t end = npx_net_now_ms() + NET_STOP_REAP_MS; in_graveyard(net, b) &&
-		     npx_net_now_ms() < end;) {
+		for (int64_t end = npx_now_ms() + NET_STOP_REAP_MS; in_graveyard(net, b) &&
+		     npx_now_ms() < end;) {
 			uint32_t moved = 0;
 
 			npx_net_drain_cq(net, &moved);
@@ -751,7 +503,7 @@ static enum nproxy_status net_stop(void *engine, uint32_t stream, uint32_t bb)
 				   "net rank %u: stream %u bb %u stopped with %u op(s) still in the provider",
 				   net->rank, stream, bb, b->n_inflight);
 	} else {
-		block_free(net, b);
+		npx_net_block_free(net, b);
 	}
 	pthread_mutex_unlock(&net->lock);
 	return NPROXY_SUCCESS;

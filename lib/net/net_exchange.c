@@ -13,8 +13,11 @@
 enum nproxy_status npx_net_xchg_open(struct net_xchg *x, const struct nproxy_net_opts *opts,
 				 int timeout_ms)
 {
-	const char *root = opts->root ? opts->root : getenv("NPROXY_ROOT_COMM_ID");
+	const char *root = opts->root;
 	struct nproxy_rdzv_opts ro = NPROXY_RDZV_OPTS_INIT;
+
+	if (!root)
+		npx_env_str("NPROXY_ROOT_COMM_ID", NULL, &root);
 
 	memset(x, 0, sizeof(*x));
 	x->rank = opts->rank;

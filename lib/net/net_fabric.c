@@ -15,41 +15,15 @@
 #include "net_internal.h"
 
 #define NET_FI_VERSION	FI_VERSION(1, 17)
+#define NET_ENV_MAX_MS	(3600 * 1000)	/* bound on the *_TIMEOUT_MS variables */
 
-int64_t npx_net_now_ms(void)
+/* A timeout from the environment, 1 ms..1 h, or dflt. */
+static int env_ms(const char *name, uint32_t dflt)
 {
-	struct timespec ts;
+	uint32_t ms;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void npx_net_set_err(struct nproxy_net *net, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(net->err, sizeof(net->err), fmt, ap);
-	va_end(ap);
-	nproxy_log(NPROXY_LOG_ERROR, "net rank %u: %s", net->rank, net->err);
-}
-
-static int env_int(const char *name, int dflt, int min, int max)
-{
-	const char *v = getenv(name);
-	char *end;
-	long n;
-
-	if (!v || !*v)
-		return dflt;
-	errno = 0;
-	n = strtol(v, &end, 10);
-	if (errno || *end || n < min || n > max) {
-		nproxy_log(NPROXY_LOG_WARN, "ignoring %s=\"%s\" (want %d..%d), using %d", name, v,
-			   min, max, dflt);
-		return dflt;
-	}
-	return (int)n;
+	npx_env_u32(name, dflt, 1, NET_ENV_MAX_MS, &ms);
+	return (int)ms;
 }
 
 /*
@@ -117,9 +91,11 @@ static void host_id(char *buf, size_t len)
 static enum nproxy_status select_provider(struct nproxy_net *net, const char *want,
 					  bool all_local)
 {
-	const char *env = getenv("FI_PROVIDER");
 	const char *order[3];
 	int n_order = 0, rc = -FI_ENODATA;
+	const char *env;
+
+	npx_env_str("FI_PROVIDER", NULL, &env);
 
 	if (want) {
 		order[n_order++] = want;
@@ -297,10 +273,11 @@ NPROXY_API enum nproxy_status nproxy_net_open(const struct nproxy_net_opts *opts
 	net->rank = opts->rank;
 	net->n_ranks = opts->n_ranks;
 	net->comm_id = opts->comm_id;
-	net->credits = opts->credits ? opts->credits :
-		(uint32_t)env_int("NPROXY_NET_CREDITS", NPROXY_NET_DEFAULT_CREDITS, 1, 4096);
+	net->credits = opts->credits;
+	if (!net->credits)
+		npx_env_u32("NPROXY_NET_CREDITS", NPROXY_NET_DEFAULT_CREDITS, 1, 4096, &net->credits);
 	net->timeout_ms = opts->timeout_ms ? (int)opts->timeout_ms :
-		env_int("NPROXY_NET_TIMEOUT_MS", NPROXY_NET_DEFAULT_TIMEOUT_MS, 1, 3600 * 1000);
+		env_ms("NPROXY_NET_TIMEOUT_MS", NPROXY_NET_DEFAULT_TIMEOUT_MS);
 	net->peers = calloc(net->n_ranks, sizeof(*net->peers));
 	net->inflight = calloc(2 * (size_t)net->n_ranks, sizeof(*net->inflight));
 	net->chan_stamp = calloc(2 * (size_t)net->n_ranks, sizeof(*net->chan_stamp));
@@ -310,8 +287,7 @@ NPROXY_API enum nproxy_status nproxy_net_open(const struct nproxy_net_opts *opts
 		goto fail;
 
 	st = npx_net_xchg_open(&x, opts, opts->rdzv_timeout_ms ? (int)opts->rdzv_timeout_ms :
-			   env_int("NPROXY_NET_RDZV_TIMEOUT_MS", NPROXY_NET_DEFAULT_RDZV_TIMEOUT_MS,
-				   1, 3600 * 1000));
+			   env_ms("NPROXY_NET_RDZV_TIMEOUT_MS", NPROXY_NET_DEFAULT_RDZV_TIMEOUT_MS));
 	if (st != NPROXY_SUCCESS)
 		goto fail;
 	if (x.bp)

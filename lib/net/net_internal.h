@@ -17,6 +17,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 #include <nproxy/net.h>
+#include "common/common_internal.h"
 
 /*
  * Tag layout (64 bits), see Documentation/net.md:
@@ -150,9 +151,25 @@ struct nproxy_net {
 	char err[320];
 };
 
-int64_t npx_net_now_ms(void);
+/* net_error.c: the last error text, the sticky status (its first value wins) */
 void npx_net_set_err(struct nproxy_net *net, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+enum nproxy_status npx_net_fail(struct nproxy_net *net, enum nproxy_status st);
+enum nproxy_status npx_net_post_error(struct nproxy_net *net, ssize_t rc, const char *what,
+				  uint32_t peer);
+
+/* net_block.c: blocks of op state and their reuse (net->lock held) */
+struct net_block *npx_net_block_get(struct nproxy_net *net, uint32_t n_ops, uint32_t n_sems);
+void npx_net_block_free(struct nproxy_net *net, struct net_block *b);
+/* A retired block whose last in-flight op came back leaves the graveyard. */
+void npx_net_block_free_if_reaped(struct nproxy_net *net, struct net_block *b);
+uint32_t *npx_net_start_scratch(struct nproxy_net *net, uint32_t n);
+/* After the endpoint closed: free the graveyard, spare blocks and scratch. */
+void npx_net_engine_free(struct nproxy_net *net);
+
+/* net_cq.c: the shared completion queue */
+enum nproxy_status npx_net_drain_cq(struct nproxy_net *net, uint32_t *moved);
+void npx_net_barrier_complete(struct nproxy_net *net, struct net_req *req, bool ok);
 
 /* net_mr.c */
 enum nproxy_status npx_net_mr_register_locked(struct nproxy_net *net, void *buf, size_t len,
@@ -160,19 +177,13 @@ enum nproxy_status npx_net_mr_register_locked(struct nproxy_net *net, void *buf,
 void npx_net_mr_close_all(struct nproxy_net *net);
 
 /* net_engine.c */
-enum nproxy_status npx_net_drain_cq(struct nproxy_net *net, uint32_t *moved);
-enum nproxy_status npx_net_post_error(struct nproxy_net *net, ssize_t rc, const char *what,
-				  uint32_t peer);
 void npx_net_engine_close(struct nproxy_net *net);
 extern const struct nproxy_seam_ops npx_net_seam_ops;
 
 /* net_barrier.c */
 enum nproxy_status npx_net_barrier_init(struct nproxy_net *net);
-void npx_net_barrier_complete(struct nproxy_net *net, struct net_req *req, bool ok);
 void npx_net_barrier_cancel(struct nproxy_net *net);
 void npx_net_barrier_free(struct nproxy_net *net);
-/* After the endpoint closed: free the graveyard, spare blocks and scratch. */
-void npx_net_engine_free(struct nproxy_net *net);
 extern const struct nproxy_host_barrier_ops npx_net_barrier_ops;
 
 /* net_shm.c: dead processes' shm regions (between fi_endpoint and fi_enable) */

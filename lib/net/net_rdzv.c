@@ -83,23 +83,16 @@ struct nproxy_rdzv {
 	char err[256];
 };
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 __attribute__((format(printf, 2, 3)))
 static void rz_err(struct nproxy_rdzv *rz, const char *fmt, ...)
 {
+	char who[192];
 	va_list ap;
 
+	snprintf(who, sizeof(who), "rendezvous %s rank %u", rz->root, rz->rank);
 	va_start(ap, fmt);
-	vsnprintf(rz->err, sizeof(rz->err), fmt, ap);
+	npx_errbuf_vset(rz->err, sizeof(rz->err), NPROXY_LOG_ERROR, who, fmt, ap);
 	va_end(ap);
-	nproxy_log(NPROXY_LOG_ERROR, "rendezvous %s rank %u: %s", rz->root, rz->rank, rz->err);
 }
 
 /* Split "host:port" / "[v6]:port". */
@@ -136,7 +129,7 @@ static int parse_root(const char *root, char *host, size_t hlen, char *port, siz
 
 static int remaining(int64_t deadline)
 {
-	int64_t left = deadline - now_ms();
+	int64_t left = deadline - npx_now_ms();
 
 	return left > 0 ? (int)left : 0;
 }
@@ -204,7 +197,7 @@ static void send_abort(int fd, enum nproxy_status st, const char *why)
 	memcpy(frame, &magic, sizeof(magic));
 	memcpy(frame + sizeof(magic), &hdr, sizeof(hdr));
 	memcpy(frame + sizeof(magic) + sizeof(hdr), why, len);
-	xfer(fd, frame, sizeof(magic) + sizeof(hdr) + len, true, now_ms() + RDZV_LINGER_MS);
+	xfer(fd, frame, sizeof(magic) + sizeof(hdr) + len, true, npx_now_ms() + RDZV_LINGER_MS);
 }
 
 /* After the RDZV_ABORT word: status and reason.  Returns the status. */
@@ -231,7 +224,7 @@ static enum nproxy_status read_abort(int fd, char *why, size_t why_len, int64_t 
  */
 static void close_lingering(int *fds, uint32_t n, int linger_ms)
 {
-	int64_t until = now_ms() + linger_ms;
+	int64_t until = npx_now_ms() + linger_ms;
 	struct pollfd pfd[64];
 
 	for (uint32_t i = 0; i < n; i++)
@@ -323,7 +316,7 @@ static enum nproxy_status root_accept(struct nproxy_rdzv *rz, int lfd, int64_t d
 		if (fd < 0)
 			continue;
 		/* One silent connection must not hold up the ranks behind it. */
-		hello_by = now_ms() + RDZV_HELLO_MS < deadline ? now_ms() + RDZV_HELLO_MS : deadline;
+		hello_by = npx_now_ms() + RDZV_HELLO_MS < deadline ? npx_now_ms() + RDZV_HELLO_MS : deadline;
 		rc = xfer(fd, &hello, sizeof(hello), false, hello_by);
 		if (rc) {
 			nproxy_log(NPROXY_LOG_WARN, "rendezvous %s: dropping a connection that %s before its hello",
@@ -375,8 +368,8 @@ static enum nproxy_status root_listen(struct nproxy_rdzv *rz, const char *host, 
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
 	struct addrinfo *ai;
-	int64_t deadline = now_ms() + rz->timeout_ms;
-	int64_t bind_until = now_ms() + RDZV_BIND_RETRY_MS;
+	int64_t deadline = npx_now_ms() + rz->timeout_ms;
+	int64_t bind_until = npx_now_ms() + RDZV_BIND_RETRY_MS;
 	enum nproxy_status st;
 	int lfd = -1, one = 1, rc;
 
@@ -419,7 +412,7 @@ static enum nproxy_status peer_connect(struct nproxy_rdzv *rz, const char *host,
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
 	struct rdzv_hello hello = { RDZV_MAGIC, rz->rank, rz->n_ranks };
-	int64_t deadline = now_ms() + rz->timeout_ms;
+	int64_t deadline = npx_now_ms() + rz->timeout_ms;
 	int last_errno = ETIMEDOUT, one = 1;
 
 	for (;;) {
@@ -675,7 +668,7 @@ NPROXY_API enum nproxy_status nproxy_rdzv_allgather(struct nproxy_rdzv *rz, cons
 						    size_t len, void **out, size_t *lens,
 						    size_t *offs)
 {
-	int64_t deadline = now_ms() + rz->timeout_ms;
+	int64_t deadline = npx_now_ms() + rz->timeout_ms;
 	uint32_t n = rz->n_ranks;
 	enum nproxy_status st;
 	uint64_t *lens64;

@@ -270,10 +270,13 @@ NPROXY_API const char *nproxy_shm_verdict_str(enum nproxy_shm_verdict v)
 /* At shm engine open: other dead processes' regions, unless turned off. */
 void npx_net_shm_sweep_at_open(struct nproxy_net *net)
 {
-	const char *v = getenv("NPROXY_NET_SHM_SWEEP");
 	uint32_t removed = 0;
+	bool sweep;
 
-	if (strcmp(net->prov, "shm") || (v && !strcmp(v, "0")))
+	if (strcmp(net->prov, "shm"))
+		return;
+	npx_env_bool("NPROXY_NET_SHM_SWEEP", true, &sweep);
+	if (!sweep)
 		return;
 	if (nproxy_net_shm_sweep(NULL, &removed) == NPROXY_SUCCESS && removed)
 		nproxy_log(NPROXY_LOG_INFO, "net rank %u: removed %u shm region(s) of dead processes from " SHM_DIR,

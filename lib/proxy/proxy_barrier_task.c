@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * The barrier task: the seed's enc_barrier_proxy_task, host-side only.
+ * The barrier task: libnrt's enc_barrier_proxy_task, host-side only.
  *
  *   INIT / WAITING_DEVICE_TRIGGER  wait for the op's trigger gate (the same
  *                                  words as the network task), consume it,
@@ -9,7 +9,7 @@
  *                                  arrived, the leader (rank 0) increments
  *                                  the barrier-done semaphores -> DONE
  *
- * Unlike the seed (usleep inside step) nothing here blocks: the worker
+ * Unlike libnrt (a usleep poll inside step) nothing here blocks: the worker
  * steps the barriers of several ranks on one thread, and one rank blocking
  * would keep the others from ever arriving.
  */
@@ -42,7 +42,7 @@ static void barrier_fail(struct barrier_task *bt, const char *what, enum nproxy_
 	proxy_status_publish(bt->base.status, rc, NPROXY_TASK_STATE_DONE);
 }
 
-/* The seed's inc_leader_sps_barrier_done_semas. */
+/* libnrt's inc_leader_sps_barrier_done_semas. */
 static void barrier_leader_signal(struct barrier_task *bt)
 {
 	uint32_t i;

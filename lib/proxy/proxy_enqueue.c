@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * The producer: the seed's enc_enq_proxy_tasks.  One CC op becomes one
+ * The producer: libnrt's enc_enq_proxy_tasks.  One CC op becomes one
  * network task and one barrier task, each appended with its status
  * published first.
  */

@@ -111,7 +111,7 @@ static inline void proxy_state_worker(struct proxy_state_worker *w, int tid, uin
 struct proxy_task;
 struct proxy_queue;
 
-/* The seed's enc_proxy_task_state: the one object worker and consumer share. */
+/* libnrt's enc_proxy_task_state: the one object worker and consumer share. */
 struct proxy_task_status {
 	int progress_status;		/* enum nproxy_status; atomic */
 	uint32_t run_state;		/* enum nproxy_task_run_state; atomic */
@@ -125,7 +125,7 @@ struct proxy_task_status {
 	struct proxy_task_status *prev, *next;
 };
 
-/* C's vtable: step() is the seed's vtable slot 0. */
+/* C's vtable: step() is libnrt's vtable slot 0. */
 struct proxy_task_ops {
 	enum nproxy_task_type type;
 	/* One tick; publishes status->{progress_status, run_state}. */
@@ -252,16 +252,24 @@ uint64_t npx_proxy_consumer_spin_ns_from_env(void);
 enum nproxy_status npx_proxy_queue_start(struct proxy_queue *q, const cpu_set_t *cpus);
 /* stop = 1, notify, join (if started), free every task and status. */
 void npx_proxy_queue_destroy(struct proxy_queue *q);
-/* The seed's append_task: publish status, then queue, then notify. */
+/* libnrt's append_task: publish status, then queue, then notify. */
 void npx_proxy_queue_append(struct proxy_queue *q, struct proxy_task *task);
 /* Abort and drop every task and status node of comm. */
 void npx_proxy_queue_drop_comm(struct proxy_queue *q, const struct nproxy_comm *comm);
-void npx_proxy_queue_lock(struct proxy_queue *q);
-void npx_proxy_queue_unlock(struct proxy_queue *q);
+/* Take mtx, announcing it so a spinning worker lets go between ticks. */
+static inline void npx_proxy_queue_lock(struct proxy_queue *q)
+{
+	__atomic_add_fetch(&q->lock_waiters, 1, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&q->mtx);
+	__atomic_sub_fetch(&q->lock_waiters, 1, __ATOMIC_RELAXED);
+}
+
+static inline void npx_proxy_queue_unlock(struct proxy_queue *q)
+{
+	pthread_mutex_unlock(&q->mtx);
+}
 void npx_proxy_queue_stats(struct proxy_queue *q, struct nproxy_proxy_stats *out);
 enum nproxy_idle_policy npx_proxy_idle_policy_from_env(void);
-int npx_proxy_thread_create(pthread_t *thread, const pthread_attr_t *attr,
-			void *(*fn)(void *), void *arg);
 
 /* ---- proxy_cache.c ---- */
 /* An object of kind put back earlier (its contents are stale), or NULL. */

@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * The network task: the seed's enc_network_proxy_task.  Its step() is the
+ * The network task: libnrt's enc_network_proxy_task.  Its step() is the
  * 5-state switch whose arms map onto the seam calls:
  *
  *   INIT                   skip policy -> DONE; else start() every basic
- *                          block of every stream (B1), then
+ *                          block of every stream, then
  *                          WAITING_DEVICE_TRIGGER (device-wait) or PROGRESSING
  *   WAITING_DEVICE_TRIGGER gate open -> consume it -> PROGRESSING
  *   PROGRESSING / IDLE     progress() the current block of every unfinished
- *                          stream (B2); a drained block is stop()ped (B3)
+ *                          stream; a drained block is stop()ped
  *                          and the stream moves to its next block
  *   DONE                   must never be stepped: logged
  *
@@ -72,7 +72,7 @@ static void net_fail(struct net_task *nt, enum nproxy_status rc)
 	net_finish(nt, net_abort_blocks(nt, rc));
 }
 
-/* The seed's init_network_proxy: B1 for every block of every stream. */
+/* libnrt's init_network_proxy: start() every block of every stream. */
 static enum nproxy_status net_start_blocks(struct net_task *nt)
 {
 	const struct nproxy_comm *comm = nt->base.comm;
@@ -97,7 +97,7 @@ static enum nproxy_status net_start_blocks(struct net_task *nt)
 	return NPROXY_SUCCESS;
 }
 
-/* The seed's proxy_progress, over every unfinished stream. */
+/* libnrt's proxy_progress, over every unfinished stream. */
 static void net_progress(struct net_task *nt)
 {
 	const struct nproxy_comm *comm = nt->base.comm;
@@ -123,7 +123,7 @@ static void net_progress(struct net_task *nt)
 		if (!idle)
 			moved = true;
 		if (block_done) {
-			/* Basic-block switch: retire the drained block (B3). */
+			/* Basic-block switch: retire the drained block. */
 			ns->cur_bb++;
 			if (s == 0)
 				proxy_state_task_bb(nt->base.status->pub, ns->cur_bb);
@@ -147,7 +147,7 @@ static void net_progress(struct net_task *nt)
 							     : NPROXY_TASK_STATE_IDLE);
 }
 
-/* The seed's enc_network_proxy_task::step. */
+/* libnrt's enc_network_proxy_task::step. */
 static void net_step(struct proxy_task *t)
 {
 	struct net_task *nt = to_net(t);

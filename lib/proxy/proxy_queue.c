@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * The shared queue and its worker thread ("proxy-<tid>"): the seed's
+ * The shared queue and its worker thread ("proxy-<tid>"): libnrt's
  * enc_proxy_queue -- start / worker_thread / process / append / destroy.
  *
  * process() is the outer state machine: drain queued tasks into the
@@ -56,66 +56,31 @@
 /* The cv wait is woken by append/destroy; the timeout is only a safety net. */
 #define CV_SAFETY_TIMEOUT_S	1
 
-/* Test hook (nproxy_proxy_test_fail_thread_create). */
-static int thread_fail_err;
-static unsigned int thread_fail_count;
-
-void nproxy_proxy_test_fail_thread_create(int err, unsigned int count)
-{
-	__atomic_store_n(&thread_fail_err, err, __ATOMIC_RELAXED);
-	__atomic_store_n(&thread_fail_count, count, __ATOMIC_RELEASE);
-}
-
-int npx_proxy_thread_create(pthread_t *thread, const pthread_attr_t *attr,
-			void *(*fn)(void *), void *arg)
-{
-	unsigned int n = __atomic_load_n(&thread_fail_count, __ATOMIC_ACQUIRE);
-
-	while (n) {
-		if (__atomic_compare_exchange_n(&thread_fail_count, &n, n - 1, false,
-						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-			return __atomic_load_n(&thread_fail_err, __ATOMIC_RELAXED);
-	}
-	return pthread_create(thread, attr, fn, arg);
-}
-
 enum nproxy_idle_policy npx_proxy_idle_policy_from_env(void)
 {
-	const char *v = getenv("NPROXY_IDLE_POLICY");
+	/* Indexed by enum nproxy_idle_policy. */
+	static const char *const names[] = {
+		[NPROXY_IDLE_SPIN] = "spin",
+		[NPROXY_IDLE_YIELD] = "yield",
+		[NPROXY_IDLE_ADAPTIVE] = "adaptive",
+		[NPROXY_IDLE_ADAPTIVE_YIELD] = "adaptive-yield",
+	};
+	unsigned int policy;
+	bool one_per_core;
 
-	if (v && *v) {
-		if (!strcasecmp(v, "spin"))
-			return NPROXY_IDLE_SPIN;
-		if (!strcasecmp(v, "yield"))
-			return NPROXY_IDLE_YIELD;
-		if (!strcasecmp(v, "adaptive"))
-			return NPROXY_IDLE_ADAPTIVE;
-		if (!strcasecmp(v, "adaptive-yield"))
-			return NPROXY_IDLE_ADAPTIVE_YIELD;
-		nproxy_log(NPROXY_LOG_WARN, "NPROXY_IDLE_POLICY=%s: unknown, using the default", v);
-	}
-	v = getenv("NPROXY_ONE_THREAD_PER_CORE");
-	if (v && !strcmp(v, "1"))
-		return NPROXY_IDLE_SPIN;
-	return NPROXY_IDLE_ADAPTIVE;
+	if (npx_env_choice("NPROXY_IDLE_POLICY", names, sizeof(names) / sizeof(names[0]),
+			   NPROXY_IDLE_ADAPTIVE, &policy) == NPX_ENV_SET)
+		return (enum nproxy_idle_policy)policy;
+	npx_env_bool("NPROXY_ONE_THREAD_PER_CORE", false, &one_per_core);
+	return one_per_core ? NPROXY_IDLE_SPIN : NPROXY_IDLE_ADAPTIVE;
 }
 
 /* A spin window in microseconds from the environment, in ns. */
 static uint64_t spin_ns_from_env(const char *name, uint64_t dflt_ns)
 {
-	const char *v = getenv(name);
-	unsigned long long us;
-	char *end;
+	uint64_t us;
 
-	if (!v || !*v)
-		return dflt_ns;
-	errno = 0;
-	us = strtoull(v, &end, 10);
-	if (errno || *end || *v < '0' || *v > '9' || us > ADAPTIVE_MAX_SPIN_NS / 1000) {
-		nproxy_log(NPROXY_LOG_WARN, "%s=%s: not 0..%llu, using %llu", name, v,
-			   ADAPTIVE_MAX_SPIN_NS / 1000, (unsigned long long)dflt_ns / 1000);
-		return dflt_ns;
-	}
+	npx_env_u64(name, dflt_ns / 1000, 0, ADAPTIVE_MAX_SPIN_NS / 1000, &us);
 	return us * 1000;
 }
 
@@ -155,19 +120,6 @@ void npx_proxy_queue_kick(void *arg)
 	struct proxy_queue *q = arg;
 
 	wake_signal(&q->wake);
-}
-
-/* Take mtx, announcing it so a spinning worker lets go between ticks. */
-void npx_proxy_queue_lock(struct proxy_queue *q)
-{
-	__atomic_add_fetch(&q->lock_waiters, 1, __ATOMIC_RELAXED);
-	pthread_mutex_lock(&q->mtx);
-	__atomic_sub_fetch(&q->lock_waiters, 1, __ATOMIC_RELAXED);
-}
-
-void npx_proxy_queue_unlock(struct proxy_queue *q)
-{
-	pthread_mutex_unlock(&q->mtx);
 }
 
 static bool bucket_append(struct proxy_queue *q, struct proxy_task *t)
@@ -222,7 +174,7 @@ static void adaptive_spin_step(struct idle_state *is, uint64_t now)
 		return;
 	}
 	sched_yield();
-	after = wake_now_ns();
+	after = npx_now_ns();
 	if (after - now > ADAPTIVE_YIELD_LOST_NS)
 		is->no_yield_until_ns = after + ADAPTIVE_NO_YIELD_NS;
 }
@@ -247,7 +199,7 @@ static void idle_wait(struct proxy_queue *q, struct idle_state *is, uint32_t see
 	default:
 		break;
 	}
-	now = wake_now_ns();
+	now = npx_now_ns();
 	if (!is->since_ns) {
 		is->since_ns = now;
 		is->park_ns = ADAPTIVE_PARK_MIN_NS;
@@ -279,7 +231,7 @@ static void idle_wait(struct proxy_queue *q, struct idle_state *is, uint32_t see
 	if (!polled) {
 		wake_wait(&q->wake, seen, ADAPTIVE_PARK_SIGNALLED_NS);
 		if (wake_seq(&q->wake) == seen &&
-		    wake_now_ns() - now >= ADAPTIVE_PARK_SIGNALLED_NS)
+		    npx_now_ns() - now >= ADAPTIVE_PARK_SIGNALLED_NS)
 			__atomic_store_n(&q->stat_safety_timeouts, q->stat_safety_timeouts + 1,
 					 __ATOMIC_RELAXED);
 		return;
@@ -329,88 +281,125 @@ static void quiescent_wait(struct proxy_queue *q, uint32_t seen)
 	pthread_mutex_lock(&q->mtx);
 }
 
-/* The seed's enc_proxy_queue::process. */
+/* What one tick saw. */
+struct tick_counts {
+	uint64_t active;	/* tasks stepped */
+	uint64_t idle;		/* ... of which nothing moved */
+	uint64_t done;		/* ... of which finished (recycled) */
+	bool polled;		/* one of them waits on something that announces nothing */
+};
+
+/* The worker's running totals, published for nproxy_proxy_group_stats(). */
+struct worker_totals {
+	uint64_t ticks, steps, idle_ticks, cv_waits, tasks_done;
+};
+
+/* (1) DRAIN the queued tasks into the per-rank active map. */
+static void drain_queued(struct proxy_queue *q)
+{
+	take_incoming(q);
+	while (q->queue_head) {
+		struct proxy_task *t = q->queue_head;
+		struct proxy_task *next = t->next;
+
+		if (!bucket_append(q, t))
+			break;	/* out of memory: leave it queued, retry next tick */
+		q->queue_head = next;
+		if (!next)
+			q->queue_tail = NULL;
+	}
+}
+
+/* Step one task; true when it is DONE (the caller unlinks it). */
+static bool step_task(struct proxy_task *t, struct tick_counts *c)
+{
+	uint32_t rs;
+
+	c->active++;
+	t->ops->step(t);
+	rs = proxy_status_run_state(t->status);
+	if (rs == NPROXY_TASK_STATE_DONE)
+		return true;
+	/*
+	 * Nothing moved: IDLE (in flight), a closed trigger
+	 * gate, or INIT held behind an earlier op.
+	 */
+	if (rs != NPROXY_TASK_STATE_PROGRESSING)
+		c->idle++;
+	/* Network and barrier progress, and the module's
+	 * trigger words, announce nothing: poll them. */
+	if (rs == NPROXY_TASK_STATE_PROGRESSING ||
+	    rs == NPROXY_TASK_STATE_IDLE ||
+	    (rs == NPROXY_TASK_STATE_WAITING_DEVICE_TRIGGER &&
+	     !t->trigger_notified))
+		c->polled = true;
+	return false;
+}
+
+/* (2) STEP every active task once; recycle DONE only. */
+static void step_active(struct proxy_queue *q, struct tick_counts *c)
+{
+	struct proxy_rank_bucket **pb;
+
+	for (pb = &q->active; *pb;) {
+		struct proxy_rank_bucket *b = *pb;
+		struct proxy_task **pt = &b->head, *prev = NULL;
+
+		while (*pt) {
+			struct proxy_task *t = *pt;
+
+			if (step_task(t, c)) {
+				*pt = t->next;
+				if (b->tail == t)
+					b->tail = prev;
+				t->ops->destroy(t);
+				c->done++;
+				continue;
+			}
+			prev = t;
+			pt = &t->next;
+		}
+		if (!b->head) {
+			*pb = b->next;
+			free(b);
+		} else {
+			pb = &b->next;
+		}
+	}
+}
+
+static void publish_stats(struct proxy_queue *q, const struct worker_totals *tot,
+			  uint64_t tasks_active)
+{
+	__atomic_store_n(&q->stat_ticks, tot->ticks, __ATOMIC_RELAXED);
+	__atomic_store_n(&q->stat_steps, tot->steps, __ATOMIC_RELAXED);
+	__atomic_store_n(&q->stat_idle_ticks, tot->idle_ticks, __ATOMIC_RELAXED);
+	__atomic_store_n(&q->stat_tasks_done, tot->tasks_done, __ATOMIC_RELAXED);
+	__atomic_store_n(&q->stat_tasks_active, tasks_active, __ATOMIC_RELAXED);
+}
+
+/* The reference runtime's enc_proxy_queue::process. */
 static void queue_process(struct proxy_queue *q)
 {
-	uint64_t ticks = 0, steps = 0, idle_ticks = 0, cv_waits = 0, tasks_done = 0;
+	struct worker_totals tot = { 0 };
 	struct idle_state is = { 0, 0, 0 };
 
 	pthread_mutex_lock(&q->mtx);
 	while (!__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE)) {
-		uint64_t active_count = 0, idle_count = 0, done_now = 0;
+		struct tick_counts c = { 0 };
 		/* Before the tick: whatever is signalled after this re-ticks. */
 		uint32_t seen = wake_seq(&q->wake);
-		struct proxy_rank_bucket **pb;
-		bool all_idle, idle, polled = false;
+		bool all_idle, idle;
 
-		/* (1) DRAIN into the per-rank active map. */
-		take_incoming(q);
-		while (q->queue_head) {
-			struct proxy_task *t = q->queue_head;
-			struct proxy_task *next = t->next;
-
-			if (!bucket_append(q, t))
-				break;	/* out of memory: leave it queued, retry next tick */
-			q->queue_head = next;
-			if (!next)
-				q->queue_tail = NULL;
-		}
-
-		/* (2) STEP every active task once; recycle DONE only. */
-		for (pb = &q->active; *pb;) {
-			struct proxy_rank_bucket *b = *pb;
-			struct proxy_task **pt = &b->head, *prev = NULL;
-
-			while (*pt) {
-				struct proxy_task *t = *pt;
-				uint32_t rs;
-
-				active_count++;
-				t->ops->step(t);
-				steps++;
-				rs = proxy_status_run_state(t->status);
-				if (rs == NPROXY_TASK_STATE_DONE) {
-					*pt = t->next;
-					if (b->tail == t)
-						b->tail = prev;
-					t->ops->destroy(t);
-					done_now++;
-					continue;
-				}
-				/*
-				 * Nothing moved: IDLE (in flight), a closed trigger
-				 * gate, or INIT held behind an earlier op.
-				 */
-				if (rs != NPROXY_TASK_STATE_PROGRESSING)
-					idle_count++;
-				/* Network and barrier progress, and the module's
-				 * trigger words, announce nothing: poll them. */
-				if (rs == NPROXY_TASK_STATE_PROGRESSING ||
-				    rs == NPROXY_TASK_STATE_IDLE ||
-				    (rs == NPROXY_TASK_STATE_WAITING_DEVICE_TRIGGER &&
-				     !t->trigger_notified))
-					polled = true;
-				prev = t;
-				pt = &t->next;
-			}
-			if (!b->head) {
-				*pb = b->next;
-				free(b);
-			} else {
-				pb = &b->next;
-			}
-		}
-		ticks++;
-		tasks_done += done_now;
-		all_idle = active_count && idle_count == active_count;
+		drain_queued(q);
+		step_active(q, &c);
+		tot.ticks++;
+		tot.steps += c.active;
+		tot.tasks_done += c.done;
+		all_idle = c.active && c.idle == c.active;
 		if (all_idle)
-			idle_ticks++;
-		__atomic_store_n(&q->stat_ticks, ticks, __ATOMIC_RELAXED);
-		__atomic_store_n(&q->stat_steps, steps, __ATOMIC_RELAXED);
-		__atomic_store_n(&q->stat_idle_ticks, idle_ticks, __ATOMIC_RELAXED);
-		__atomic_store_n(&q->stat_tasks_done, tasks_done, __ATOMIC_RELAXED);
-		__atomic_store_n(&q->stat_tasks_active, active_count - done_now,
-				 __ATOMIC_RELAXED);
+			tot.idle_ticks++;
+		publish_stats(q, &tot, c.active - c.done);
 
 		/* (3) BLOCK only on true quiescence (after seen: no lost wakeup). */
 		if (!q->active && !q->queue_head &&
@@ -418,8 +407,8 @@ static void queue_process(struct proxy_queue *q)
 			is.since_ns = 0;
 			if (__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE))
 				break;
-			cv_waits++;
-			__atomic_store_n(&q->stat_cv_waits, cv_waits, __ATOMIC_RELAXED);
+			tot.cv_waits++;
+			__atomic_store_n(&q->stat_cv_waits, tot.cv_waits, __ATOMIC_RELAXED);
 			proxy_state_worker(&q->pub, q->tid, NPROXY_WORKER_SLEEPING);
 			quiescent_wait(q, seen);
 			continue;
@@ -431,7 +420,7 @@ static void queue_process(struct proxy_queue *q)
 		pthread_mutex_unlock(&q->mtx);
 		/* An append since seen makes the park return at once. */
 		if (idle)
-			idle_wait(q, &is, seen, polled);
+			idle_wait(q, &is, seen, c.polled);
 		/* comm_free/destroy wait for mtx: let them in before re-ticking. */
 		while (__atomic_load_n(&q->lock_waiters, __ATOMIC_RELAXED))
 			sched_yield();
@@ -440,7 +429,7 @@ static void queue_process(struct proxy_queue *q)
 	pthread_mutex_unlock(&q->mtx);
 }
 
-/* The seed's worker_thread: name the thread after its tid, then process(). */
+/* libnrt's worker_thread: name the thread after its tid, then process(). */
 static void *queue_worker(void *arg)
 {
 	struct proxy_queue *q = arg;
@@ -464,7 +453,7 @@ static void *queue_worker(void *arg)
 	return NULL;
 }
 
-/* The seed's enc_proxy_queue::start. */
+/* libnrt's enc_proxy_queue::start. */
 enum nproxy_status npx_proxy_queue_start(struct proxy_queue *q, const cpu_set_t *cpus)
 {
 	pthread_attr_t attr;
@@ -480,7 +469,8 @@ enum nproxy_status npx_proxy_queue_start(struct proxy_queue *q, const cpu_set_t 
 			return NPROXY_INVALID;
 		}
 	}
-	rc = npx_proxy_thread_create(&q->thread, &attr, queue_worker, q);
+	/* NPROXY_FAULT=thread:N fails this (common/fault_wrap.h): the tests' way in. */
+	rc = pthread_create(&q->thread, &attr, queue_worker, q);
 	pthread_attr_destroy(&attr);
 	if (rc) {
 		nproxy_log(NPROXY_LOG_ERROR, "Failed to create worker thread: %d", rc);
@@ -595,7 +585,7 @@ void npx_proxy_queue_drop_comm(struct proxy_queue *q, const struct nproxy_comm *
 	status_unlink_matching(q, comm);
 }
 
-/* The seed's ~enc_proxy_queue: stop, notify, join (only if started). */
+/* libnrt's ~enc_proxy_queue: stop, notify, join (only if started). */
 void npx_proxy_queue_destroy(struct proxy_queue *q)
 {
 	if (!q)

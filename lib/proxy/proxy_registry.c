@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * The process-global shared-proxy registry (the seed's
+ * The process-global shared-proxy registry (libnrt's
  * g_shared_proxy_queues): gid -> {queue, refcnt} under one lock, and the
  * comm lifecycle that shares or creates a group's queue and worker.
  *
@@ -33,19 +33,16 @@ static struct registry_node *registry_head;
 /* A positive integer from the environment: 0 when unset, -1 when malformed. */
 static long env_positive(const char *name)
 {
-	const char *v = getenv(name);
-	char *end;
-	long n;
+	uint32_t n = 0;
 
-	if (!v || !*v)
-		return 0;
-	errno = 0;
-	n = strtol(v, &end, 10);
-	if (errno || *end || n <= 0 || n > INT_MAX) {
-		nproxy_log(NPROXY_LOG_ERROR, "%s=%s: expected a positive integer", name, v);
+	switch (npx_env_u32_strict(name, 1, INT_MAX, &n)) {
+	case NPX_ENV_SET:
+		return n;
+	case NPX_ENV_BAD:
 		return -1;
+	default:
+		return 0;
 	}
-	return n;
 }
 
 static enum nproxy_status resolve_ranks_per_proxy(uint32_t requested, uint32_t *out)
@@ -112,12 +109,13 @@ static enum nproxy_status parse_cpu_list(const char *list, cpu_set_t *set)
 static enum nproxy_status create_group_queue(uint32_t gid, enum nproxy_idle_policy policy,
 					     uint64_t spin_ns, struct proxy_queue **out)
 {
-	const char *cpus_env = getenv("NPROXY_PROXY_CPUSET");
+	const char *cpus_env;
 	cpu_set_t cpus;
 	struct proxy_queue *q;
 	enum nproxy_status rc;
 
-	if (cpus_env && *cpus_env && parse_cpu_list(cpus_env, &cpus) != NPROXY_SUCCESS) {
+	npx_env_str("NPROXY_PROXY_CPUSET", NULL, &cpus_env);
+	if (cpus_env && parse_cpu_list(cpus_env, &cpus) != NPROXY_SUCCESS) {
 		nproxy_log(NPROXY_LOG_ERROR, "[gid %u] NPROXY_PROXY_CPUSET=%s: not a CPU list",
 			   gid, cpus_env);
 		return NPROXY_INVALID;
@@ -125,7 +123,7 @@ static enum nproxy_status create_group_queue(uint32_t gid, enum nproxy_idle_poli
 	q = npx_proxy_queue_create(gid, policy, spin_ns);
 	if (!q)
 		return NPROXY_RESOURCE;
-	rc = npx_proxy_queue_start(q, cpus_env && *cpus_env ? &cpus : NULL);
+	rc = npx_proxy_queue_start(q, cpus_env ? &cpus : NULL);
 	if (rc != NPROXY_SUCCESS) {
 		npx_proxy_queue_destroy(q);	/* never started: no join, nothing left */
 		return rc;

@@ -70,7 +70,7 @@ void npx_proxy_task_fini(struct proxy_task *task)
 	task->status = NULL;
 }
 
-/* The seed's can_start_proxy_task: one acquire load per valid stream. */
+/* libnrt's can_start_proxy_task: one acquire load per valid stream. */
 bool npx_proxy_task_can_start(const struct proxy_task *task)
 {
 	uint32_t i;
@@ -81,7 +81,7 @@ bool npx_proxy_task_can_start(const struct proxy_task *task)
 	return true;
 }
 
-/* The seed's clear_start_proxy_task_flag: consume with release stores of 0. */
+/* libnrt's clear_start_proxy_task_flag: consume with release stores of 0. */
 void npx_proxy_task_clear_start_flag(struct proxy_task *task)
 {
 	uint32_t i;
@@ -111,7 +111,7 @@ static struct proxy_task_status *status_find(struct proxy_queue *q, const struct
  */
 static void status_wait_done(struct proxy_task_status *st, uint64_t timeout_ns, uint64_t spin_ns)
 {
-	uint64_t start = wake_now_ns(), now = start;
+	uint64_t start = npx_now_ns(), now = start;
 
 	while (now - start < spin_ns && now - start < timeout_ns) {
 		for (int i = 0; i < 64; i++) {
@@ -119,7 +119,7 @@ static void status_wait_done(struct proxy_task_status *st, uint64_t timeout_ns, 
 				return;
 			wake_cpu_relax();
 		}
-		now = wake_now_ns();
+		now = npx_now_ns();
 	}
 	for (;;) {
 		uint32_t seen = __atomic_load_n(&st->run_state, __ATOMIC_SEQ_CST);
@@ -127,7 +127,7 @@ static void status_wait_done(struct proxy_task_status *st, uint64_t timeout_ns, 
 		if (seen == NPROXY_TASK_STATE_DONE || now - start >= timeout_ns)
 			return;
 		wake_word_wait(&st->run_state, &st->sleepers, seen, timeout_ns - (now - start));
-		now = wake_now_ns();
+		now = npx_now_ns();
 	}
 }
 
@@ -189,7 +189,7 @@ enum nproxy_status nproxy_check_status(struct nproxy_comm *comm, uint64_t ctx,
 	return nproxy_await_status(comm, ctx, type, 0, done, status);
 }
 
-/* The seed's enc_consume_proxy_task_status: wait for DONE, with a deadline. */
+/* libnrt's enc_consume_proxy_task_status: wait for DONE, with a deadline. */
 enum nproxy_status nproxy_wait_status(struct nproxy_comm *comm, uint64_t ctx,
 				      enum nproxy_task_type type, uint32_t timeout_ms)
 {
@@ -201,9 +201,9 @@ enum nproxy_status nproxy_wait_status(struct nproxy_comm *comm, uint64_t ctx,
 		return NPROXY_INVALID;
 	timeout_ns = timeout_ms ? (uint64_t)timeout_ms * 1000000ull
 				: (uint64_t)comm->timeout_ms * 1000000ull;
-	deadline = wake_now_ns() + timeout_ns;
+	deadline = npx_now_ns() + timeout_ns;
 	for (;;) {
-		uint64_t now = wake_now_ns();
+		uint64_t now = npx_now_ns();
 		uint64_t left_ms = now < deadline ? (deadline - now + 999999) / 1000000 : 0;
 
 		if (left_ms > UINT32_MAX)
@@ -222,7 +222,7 @@ enum nproxy_status nproxy_wait_status(struct nproxy_comm *comm, uint64_t ctx,
 			}
 			return st;
 		}
-		if (wake_now_ns() >= deadline) {
+		if (npx_now_ns() >= deadline) {
 			nproxy_log(NPROXY_LOG_ERROR,
 				   "[nec_dev %u gid %u] Timeout exceeded: Waiting on proxy task type %d: %u sec (who waits for whom: nproxyctl hang-report)",
 				   comm->device_index, comm->gid, (int)type,

@@ -27,11 +27,6 @@
 /* The reason of this thread's last failed open, for nproxy_rank_strerror(NULL). */
 static __thread char open_err[RANK_ERR_LEN];
 
-/* The library's one monotonic clock (common), in the unit of the API. */
-static uint64_t now_ms(void)
-{
-	return wake_now_ns() / 1000000u;
-}
 
 /* The engine's longest rendezvous deadline (it refuses more). */
 #define RANK_MAX_STEP_MS	3600000u
@@ -40,7 +35,7 @@ static uint64_t now_ms(void)
  * out at once instead of being told to "just check"). */
 static uint32_t left_ms(const struct nproxy_rank *r)
 {
-	uint64_t now = now_ms();
+	uint64_t now = (uint64_t)npx_now_ms();
 
 	if (now >= r->deadline_ms)
 		return 1;
@@ -354,7 +349,7 @@ enum nproxy_status nproxy_rank_open(const struct nproxy_rank_opts *opts,
 	r->n_ranks = opts->n_ranks;
 	r->local_size = opts->local_size ?: 1;
 	r->open_timeout_ms = opts->open_timeout_ms ?: NPROXY_RANK_DEFAULT_OPEN_TIMEOUT_MS;
-	r->deadline_ms = now_ms() + r->open_timeout_ms;
+	r->deadline_ms = (uint64_t)npx_now_ms() + r->open_timeout_ms;
 	st = check_opts(r, opts);
 	if (st == NPROXY_SUCCESS)
 		st = check_provider(r, opts->provider);

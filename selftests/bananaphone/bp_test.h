@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Helpers shared by the Bananaphone selftests: run N ranks as forked
- * processes with a hard deadline (stragglers are SIGKILLed and reported),
- * unique job ids, fd counting.
+ * processes with a hard deadline (stragglers are SIGKILLed and reported;
+ * selftests/common/nproxy_test.h does the forking), unique job ids,
+ * join/leave, deterministic payloads.
  */
 #ifndef BP_TEST_H
 #define BP_TEST_H
 
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdint.h>
@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <nproxy/bananaphone.h>
+#include "nproxy_test.h"
 
 #define BP_T_TIMEOUT_MS 5000	/* per collective in the tests */
 
@@ -31,20 +32,15 @@ struct bp_run {
 	int stragglers;
 };
 
+/* The shared helpers (selftests/common/nproxy_test.h) by this area's names. */
 static inline uint64_t bp_t_now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return nproxy_test_now_ms();
 }
 
 static inline void bp_t_sleep_ms(unsigned int ms)
 {
-	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) && errno == EINTR)
-		;
+	nproxy_test_sleep_ms(ms);
 }
 
 /* A job id no other test (or concurrent test run) uses. */
@@ -57,83 +53,38 @@ static inline void bp_t_job(char *buf, size_t len, const char *name)
 	snprintf(buf, len, "t-%s-%d-%u-%ld", name, (int)getpid(), counter++, ts.tv_nsec);
 }
 
+/* Ranks exit() (not _exit()) so that LeakSanitizer checks each of them. */
 static inline pid_t bp_t_spawn(bp_rank_fn fn, uint32_t rank, uint32_t n, void *arg)
 {
-	pid_t parent = getpid();
-	pid_t pid;
-
-	fflush(NULL);	/* children exit() (so LeakSanitizer runs): no double output */
-	pid = fork();
-	if (pid == 0) {
-		/* Never outlive the test. */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(99);
-		exit(fn(rank, n, arg));
-	}
-	return pid;
+	return nproxy_test_spawn(fn, rank, n, arg, NULL);
 }
 
 /*
  * Wait for `count` children until deadline_ms from now; kill and count the
- * ones still running.  status[i] is the exit code, or 128 + signal.
+ * ones still running.  status[i] is the exit code, or 128 + signal, or 255
+ * for a child killed at the deadline.
  */
 static inline void bp_t_reap(struct bp_run *run, int count, unsigned int deadline_ms)
 {
-	uint64_t end = bp_t_now_ms() + deadline_ms;
-	int left = count, i;
+	int i;
 
+	run->stragglers += nproxy_test_reap(run->pids, run->status, (uint32_t)count, deadline_ms);
 	for (i = 0; i < count; i++)
-		run->status[i] = -1;
-	while (left > 0) {
-		int st;
-		pid_t pid = waitpid(-1, &st, WNOHANG);
-
-		if (pid > 0) {
-			for (i = 0; i < count; i++) {
-				if (run->pids[i] != pid)
-					continue;
-				run->status[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-				left--;
-			}
-			continue;
-		}
-		if (pid < 0 && errno == ECHILD)
-			break;
-		if (bp_t_now_ms() >= end) {
-			for (i = 0; i < count; i++) {
-				if (run->status[i] != -1)
-					continue;
-				fprintf(stderr, "# straggler: child %d (pid %d) killed at the deadline\n",
-					i, (int)run->pids[i]);
-				kill(run->pids[i], SIGKILL);
-				waitpid(run->pids[i], NULL, 0);
-				run->status[i] = 255;
-				run->stragglers++;
-			}
-			break;
-		}
-		bp_t_sleep_ms(2);
-	}
+		if (run->status[i] == NPROXY_TEST_KILLED)
+			run->status[i] = 255;
 }
 
 /* Run ranks 0..n-1 of fn; returns the number of ranks that did not exit 0. */
 static inline int bp_t_run(bp_rank_fn fn, uint32_t n, void *arg, unsigned int deadline_ms)
 {
-	struct bp_run run = { 0 };
-	int bad = 0;
+	int status[NPROXY_BP_MAX_RANKS * 2];
+	int ok = nproxy_test_run_ranks(fn, n, arg, deadline_ms, NULL, status);
 	uint32_t r;
 
 	for (r = 0; r < n; r++)
-		run.pids[r] = bp_t_spawn(fn, r, n, arg);
-	bp_t_reap(&run, (int)n, deadline_ms);
-	for (r = 0; r < n; r++) {
-		if (run.status[r]) {
-			fprintf(stderr, "# rank %u exited with %d\n", r, run.status[r]);
-			bad++;
-		}
-	}
-	return bad;
+		if (status[r])
+			fprintf(stderr, "# rank %u exited with %d\n", r, status[r]);
+	return (int)n - ok;
 }
 
 /* nproxy_bp_open() from its fields: rank 0 creates, the others connect. */
@@ -170,17 +121,7 @@ static inline void bp_t_leave(struct nproxy_bp *bp)
 
 static inline int bp_t_count_fds(void)
 {
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	if (!d)
-		return -1;
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n - 1;	/* the DIR's own fd */
+	return nproxy_test_count_fds();
 }
 
 /* Deterministic pseudo-random bytes for (seed, rank, round). */

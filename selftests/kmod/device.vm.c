@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * /dev/nproxy (issue 3, points 1 and 7): the node, the ABI query, and the
+ * /dev/nproxy: the node, the ABI query, and the
  * ioctl dispatcher's errors (size, direction, type, unknown command, bad
  * pointer) as seen through the device's ioctls.
  */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Module fault injection (issue 16, point 5): the debugfs knobs of
+ * Module fault injection: the debugfs knobs of
  * kmod/fault.c fail each allocation of region creation in turn and a
  * program submission; every failure returns its documented errno, leaves
  * no region (regions_live), no fd and no program behind, and the next call

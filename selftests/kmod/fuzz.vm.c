@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * nproxy.ko's own fuzzer (issue 16, point 1).  Fixed seeds, NPROXY_FUZZ_THREADS
+ * nproxy.ko's own fuzzer.  Fixed seeds, NPROXY_FUZZ_THREADS
  * threads (default 4) share a table of /dev/nproxy and region fds that they
  * close, dup2 and re-create under each other, and each drive:
  *

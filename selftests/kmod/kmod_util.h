@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <linux/nproxy.h>
+#include "nproxy_test.h"
 
 #define NP_DEV_PATH	"/dev/nproxy"
 #define NP_STATS_DIR	"/sys/class/misc/nproxy/stats/"
@@ -48,10 +49,7 @@ static inline long np_page_size(void)
 
 static inline uint64_t np_now_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+	return nproxy_test_now_ns();	/* selftests/common/nproxy_test.h */
 }
 
 static inline uint32_t np_load_acquire32(const uint32_t *p)

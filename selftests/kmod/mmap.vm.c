@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The mmap layout (issue 3, point 3): each page at its own offset, one page
+ * The mmap layout: each page at its own offset, one page
  * per mapping, MAP_SHARED only, the info page read-only, nothing
  * executable, no growing; and that what one mapping writes the kernel and
- * other mappings see.  Issue 16: a mapping stays valid whatever happens to
+ * other mappings see.  A mapping stays valid whatever happens to
  * the process's page tables (MADV_DONTNEED, MADV_PAGEOUT, fork, mremap):
  * the next touch faults the region's own page back in, never SIGBUS.
  */
@@ -258,7 +258,7 @@ static int dontneed_all(const struct mapped *m, long page)
 	       madvise(m->info, page, MADV_DONTNEED);
 }
 
-/* Issue 16: MADV_DONTNEED then touch read SIGBUS; it must read the same data. */
+/* MADV_DONTNEED then touch once read SIGBUS; it must read the same data. */
 TEST_F(map, dontneed_then_touch_reads_region_data)
 {
 	struct nproxy_sem_op op = { .sem = 3 };

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The generic netlink family "nproxy" (issue 3, points 5 and 6), driven with
+ * The generic netlink family "nproxy", driven with
  * libnl-genl-3 as users would: module info, region dump and lookup, stats
  * (agreeing with sysfs), strict policies, GENL_ADMIN_PERM, and the
  * "events" multicast group.
@@ -463,7 +463,7 @@ FIXTURE_TEARDOWN(raw)
 }
 
 /*
- * Issue 16: the GET_REGIONS dump takes no attributes (uapi.md); it used to
+ * The GET_REGIONS dump takes no attributes (uapi.md); it used to
  * accept REGION_ID and ignore it, and REGION_ID=0 gave ERANGE.  Now any
  * id is EINVAL with an extack message, in the dump's NLMSG_DONE.
  */
@@ -578,7 +578,7 @@ TEST_F(raw, every_command_matches_uapi_table)
 }
 
 /*
- * Permissions (issue 16, point 7): an unprivileged user may read (info,
+ * Permissions: an unprivileged user may read (info,
  * regions, stats) and may not change state: every command that changes
  * state is GENL_ADMIN_PERM.  RESET_STATS is the only one today.
  */

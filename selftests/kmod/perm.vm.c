@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The permission model (issue 16, point 7; nproxy(4) "Permissions"):
+ * The permission model (nproxy(4) "Permissions"):
  * access is checked when /dev/nproxy is opened, and an open fd (of the
  * device or of a region) is a capability, delegated by inheritance or
  * SCM_RIGHTS and by nothing else.  Each test forks a child that drops to

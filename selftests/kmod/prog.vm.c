@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The emulated device (issue 3, point 4): programs that write triggers,
+ * The emulated device: programs that write triggers,
  * wait on semaphores advanced by another process's mapping, time out,
  * signal, get cancelled; poll() readiness; collect; and every bad program.
  */
@@ -42,7 +42,7 @@ FIXTURE_TEARDOWN(prog)
 	close(self->dev);
 }
 
-/* The seed's gate: one acquire load per spin until the word leaves the sentinel. */
+/* libnrt's gate: one acquire load per spin until the word leaves the sentinel. */
 TEST_F(prog, program_trigger_seen_by_acquire_load)
 {
 	struct nproxy_prog_step steps[] = {

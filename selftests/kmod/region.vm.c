@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Regions (issue 3, points 2 and 7): creation and its bad inputs, the
+ * Regions: creation and its bad inputs, the
  * sentinel, the info page, lifetime (freed only when the last fd and the
  * last mapping are gone, observed through the stats), SCM_RIGHTS passing,
  * and the direct trigger/semaphore/state ioctls.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Races and process death (issue 3: nothing lost or leaked, no hangs).
+ * Races and process death: nothing lost or leaked, no hangs.
  * Threads hammer one region with submit / cancel / collect / poll /
  * semaphore adds / trigger writes while others create and close regions
  * with running programs; every call must return success or its documented

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Module lifetime (issue 3, point 8): nproxy.ko cannot be unloaded while a
+ * Module lifetime: nproxy.ko cannot be unloaded while a
  * region fd or a mapping of one exists, and unloads once they are gone.
  * Each test reloads the module afterwards from the .ko next to the build
  * tree (or $NPROXY_KMOD), so the VM runner's final rmmod still finds it.

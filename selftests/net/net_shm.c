@@ -171,7 +171,7 @@ static int user_of(const struct seen *s, const char *path)
 
 FIXTURE(sweep_dir)
 {
-	char dir[64];
+	char dir[128];
 	char path[8][512];
 	int dead, dead_mapped, dead_open;
 	void *map;
@@ -183,8 +183,7 @@ FIXTURE_SETUP(sweep_dir)
 	char n[8][48];
 	int fd;
 
-	snprintf(self->dir, sizeof(self->dir), "/tmp/nproxy-sweep-%d", getpid());
-	ASSERT_EQ(0, mkdir(self->dir, 0700));
+	ASSERT_EQ(0, nproxy_test_tmpdir(self->dir, sizeof(self->dir), "sweep"));
 	self->dead = dead_pid();
 	self->dead_mapped = dead_pid();
 	self->dead_open = dead_pid();
@@ -221,7 +220,7 @@ FIXTURE_TEARDOWN(sweep_dir)
 	close(self->open_fd);
 	for (int i = 0; i < 8; i++)
 		unlink(self->path[i]);
-	rmdir(self->dir);
+	nproxy_test_rmtree(self->dir);
 }
 
 TEST_F(sweep_dir, dry_run_removes_nothing)

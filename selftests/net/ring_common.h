@@ -7,8 +7,8 @@
  * all-reduce's reductions happen between a recv completing and the next
  * send being allowed -- what the on-device program does.
  *
- * Also: forking N ranks with a bounded wait, and a free port for the
- * rendezvous on 127.0.0.1.
+ * Also, by this area's names: forking N ranks with a bounded wait, and a
+ * free port for the rendezvous on 127.0.0.1 (selftests/common/nproxy_test.h).
  */
 #ifndef NET_RING_COMMON_H
 #define NET_RING_COMMON_H
@@ -27,6 +27,7 @@
 #include <sys/wait.h>
 #include <nproxy/handshake.h>
 #include <nproxy/net.h>
+#include "nproxy_test.h"
 
 /* nproxy_rdzv_open() from its fields. */
 static inline enum nproxy_status ring_rdzv_open(const char *root, uint32_t rank, uint32_t n,
@@ -41,12 +42,10 @@ static inline enum nproxy_status ring_rdzv_open(const char *root, uint32_t rank,
 	return nproxy_rdzv_open(&o, rz);
 }
 
+/* The shared helpers (selftests/common/nproxy_test.h) by this area's names. */
 static inline int64_t ring_now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)nproxy_test_now_ms();
 }
 
 /* Byte i of rank r's contribution. */
@@ -306,73 +305,38 @@ static inline int ring_allreduce(struct nproxy_net *net, size_t size, uint32_t s
 /* A port that was free a moment ago on 127.0.0.1. */
 static inline int ring_free_port(void)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+	return nproxy_test_free_port();
+}
 
-	if (fd >= 0 && !bind(fd, (struct sockaddr *)&sa, sizeof(sa)) &&
-	    !getsockname(fd, (struct sockaddr *)&sa, &len))
-		port = ntohs(sa.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
+struct ring_rank_call {
+	int (*fn)(uint32_t rank, void *arg);
+	void *arg;
+};
+
+static inline int ring_rank_call(uint32_t rank, uint32_t n, void *arg)
+{
+	struct ring_rank_call *call = arg;
+
+	return call->fn(rank, call->arg);
 }
 
 /*
  * Run fn(rank, arg) in n forked children; wait up to timeout_ms for all of
  * them, SIGKILL what is left.  exits[r] gets each child's exit status (or
  * 128 + signal, or -1 when it had to be killed).  Returns how many exited 0.
+ * Children leave with _exit() (libfabric's destructors stay in the parent)
+ * and carry their own alarm past the deadline.
  */
 static inline int ring_fork_ranks(uint32_t n, int (*fn)(uint32_t rank, void *arg), void *arg,
 				  int timeout_ms, int *exits)
 {
-	pid_t pids[64];
-	int64_t deadline = ring_now_ms() + timeout_ms;
-	uint32_t left = n;
-	int ok = 0;
+	struct ring_rank_call call = { .fn = fn, .arg = arg };
+	struct nproxy_test_child how = {
+		.quick_exit = true,
+		.alarm_s = (unsigned int)(timeout_ms / 1000 + 5),
+	};
 
-	for (uint32_t r = 0; r < n; r++) {
-		pids[r] = fork();
-		if (pids[r] == 0) {
-			/* Never outlive the test: not its deadline, not its death. */
-			prctl(PR_SET_PDEATHSIG, SIGKILL);
-			alarm((unsigned)(timeout_ms / 1000 + 5));
-			_exit(fn(r, arg));
-		}
-		exits[r] = -1;
-	}
-	while (left) {
-		int status;
-		pid_t p = waitpid(-1, &status, WNOHANG);
-
-		if (p > 0) {
-			for (uint32_t r = 0; r < n; r++) {
-				if (pids[r] != p)
-					continue;
-				exits[r] = WIFEXITED(status) ? WEXITSTATUS(status) :
-					   128 + WTERMSIG(status);
-				if (exits[r] == 0)
-					ok++;
-				pids[r] = 0;
-				left--;
-			}
-			continue;
-		}
-		if (ring_now_ms() > deadline) {
-			for (uint32_t r = 0; r < n; r++)
-				if (pids[r] > 0) {
-					fprintf(stderr, "rank %u (pid %d) still running after %d ms: killed\n",
-						r, pids[r], timeout_ms);
-					kill(pids[r], SIGKILL);
-					waitpid(pids[r], NULL, 0);
-					pids[r] = 0;
-					left--;
-				}
-			break;
-		}
-		usleep(2000);
-	}
-	return ok;
+	return nproxy_test_run_ranks(ring_rank_call, n, &call, (uint32_t)timeout_ms, &how, exits);
 }
 
 #endif

@@ -5,7 +5,8 @@
 # group, modprobe.d, bash completion, man pages) present; pkg-config finds
 # the installed library and pulls libfabric in privately; an outside
 # program builds against the installed tree, shared and static, and sees the
-# library's runtime version; `make uninstall` takes every file back; a
+# library's runtime version; nothing test-only (the loopback seam, failure
+# hooks) is installed or exported; `make uninstall` takes every file back; a
 # command-line CPPFLAGS adds to the project's flags instead of dropping them.
 . "${NPROXY_TOP:-$(dirname "$0")/../../..}/scripts/tap.sh"
 top=${NPROXY_TOP:-$(cd "$(dirname "$0")/../../.." && pwd -P)}
@@ -20,7 +21,7 @@ multiarch=$(cc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 dirs=(PREFIX=/usr BINDIR=/opt/np/bin SBINDIR=/opt/np/sbin LIBDIR=/usr/lib/$multiarch
 	UDEVRULESDIR=/usr/lib/udev/rules.d)
 
-tap_plan 9
+tap_plan 10
 
 if make -s --no-print-directory -C "$top" install DESTDIR="$root" "${dirs[@]}" >"$work/install.log" 2>&1; then
 	tap_ok "make install DESTDIR=... BINDIR SBINDIR LIBDIR"
@@ -45,6 +46,16 @@ if ((${#absent[@]} == 0)) && [[ -z $stray ]]; then
 	tap_ok "every file in its directory, none in the default ones"
 else
 	tap_fail "every file in its directory, none in the default ones" "missing: ${absent[*]}" "stray: $stray"
+fi
+
+# The selftests' loopback seam and failure hooks live in selftests/common/.
+test_only=$(cd "$root" && find . -path '*/include/nproxy/*' -name '*loopback*' -print)
+test_only+=$(nm -D --defined-only "$root/usr/lib/$multiarch/libnproxy.so.0" 2>&1 |
+	grep -E ' (nproxy_loopback_|[a-z_]*_test_)' || true)
+if [[ -z $test_only ]] && nm -D --defined-only "$root/usr/lib/$multiarch/libnproxy.so.0" | grep -q ' nproxy_version'; then
+	tap_ok "no test-only header installed, no test-only symbol exported"
+else
+	tap_fail "no test-only header installed, no test-only symbol exported" "$test_only"
 fi
 
 pc=(env PKG_CONFIG_SYSROOT_DIR="$root"

@@ -7,16 +7,13 @@
 # baseline of the same pair, its spread from the per-round ratios; the
 # provenance goes to results.json; one PNG per table when gnuplot is
 # installed; a malformed record file is refused.
-here=$(cd "$(dirname "$0")" && pwd -P)
-BUILD=${NPROXY_BUILD:-$(cd "$here/../.." && pwd -P)}
-TOP=${NPROXY_TOP:-$(cd "$BUILD/.." && pwd -P)}
-. "$TOP/scripts/tap.sh"
+. "${NPROXY_TOP:-${NPROXY_BUILD:-$(dirname "$0")/../..}/..}/scripts/tap.sh"
+tap_use_build
 REPORT=$TOP/bench/report.py
 [[ -f $REPORT ]] || tap_skip_all "bench/report.py missing"
 tap_require_cmd python3
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+tap_tmpdir
 mkdir -p "$tmp/raw"
 export BENCH_RECORDS=$tmp/raw/01-fix.tsv BENCH_GROUP=fix
 . "$TOP/bench/record.sh"

@@ -5,16 +5,10 @@
 # message naming the bad argument; --help/--version; launcher environment
 # errors; nproxyctl's program parser (FILE:LINE messages); and, on a host
 # without the module, nproxyctl's "not loaded" message and exit status 3.
-here=$(cd "$(dirname "$0")" && pwd -P)
-BUILD=${NPROXY_BUILD:-$(cd "$here/../.." && pwd -P)}
-TOP=${NPROXY_TOP:-$(cd "$BUILD/.." && pwd -P)}
-. "$TOP/scripts/tap.sh"
-RUN=$BUILD/bin/nproxy-run
-CTL=$BUILD/bin/nproxyctl
-[[ -x $RUN && -x $CTL ]] || tap_skip_all "tools not built (make -C tools)"
+. "${NPROXY_TOP:-${NPROXY_BUILD:-$(dirname "$0")/../..}/..}/scripts/tap.sh"
+tap_use_build nproxy-run nproxyctl
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+tap_tmpdir
 
 # expect DESC STATUS REGEX CMD...: CMD exits STATUS and its stderr+stdout matches REGEX.
 expect() {
@@ -44,10 +38,10 @@ expect "run: zero size" 2 "--size: '0'" "$RUN" --size 0
 expect "run: inverted sweep" 2 "--size: '1M:1K'" "$RUN" --size 1M:1K
 expect "run: size too large" 2 "--size: '1G'" "$RUN" --size 1G
 expect "run: bad handshake" 2 "--handshake: 'pci'" "$RUN" --handshake pci
-expect "run: size above the cap says so" 2 "--size: '1G' is above the 256M cap" "$RUN" --size 1G
-expect "run: unknown unit named" 2 "--size: '5X': unknown unit 'X'" "$RUN" --size 5X
+expect "run: size above the cap says so" 2 "--size: '1G' is not a size of at most 256M: above the 256M cap" "$RUN" --size 1G
+expect "run: unknown unit named" 2 "--size: '5X' is not a number of bytes: unknown unit 'X'" "$RUN" --size 5X
 expect "run: not a number" 2 "--size: 'K' is not a number of bytes" "$RUN" --size K
-expect "run: empty list element" 2 "--size: '1K,,2K': an empty size in the list" "$RUN" --size 1K,,2K
+expect "run: empty list element" 2 "--size: '1K,,2K' is not a size list: an empty size in the list" "$RUN" --size 1K,,2K
 expect "run: inverted sweep says which" 2 "minimum 1048576 B is above its maximum 1024 B" "$RUN" --size 1M:1K
 expect "run: sweep factor 1" 2 "factor is at least 2" "$RUN" --size 1K:8K:1
 expect "run: sweep shape" 2 "a sweep is MIN:MAX or MIN:MAX:FACTOR" "$RUN" --size 1:2:3:4
@@ -55,7 +49,7 @@ expect "run: -t is not a timeout" 2 "-t is not an nproxy-run option: in nccl-tes
 expect "run: -s with -b" 2 "-s and -b/-e/-f both give the sizes" "$RUN" -s 4K -b 1K
 expect "run: -f 1" 2 "--stepfactor: '1'" "$RUN" -b 1K -e 4K -f 1
 expect "run: -e below -b" 2 "minimum 4096 B is above its maximum 1024 B" "$RUN" -b 4K -e 1K
-expect "run: -b 1G" 2 "--minbytes: '1G' is above the 256M cap" "$RUN" -b 1G
+expect "run: -b 1G" 2 "--minbytes: '1G' is not a size of at most 256M" "$RUN" -b 1G
 if [[ ! -e /dev/nproxy ]]; then
 	expect "run: --handshake kmod without the module, in the user's terms" 5 \
 		"^nproxy-run: --handshake kmod: /dev/nproxy does not exist: the nproxy module is not loaded" \
@@ -66,8 +60,11 @@ expect "run: library log lines carry monotonic time, level and thread" 5 \
 	env -u NPROXY_HANDSHAKE NPROXY_HANDSHAKE=memfd "$RUN" --provider nosuch -p 2 -s 4K -n 1 --timeout 60
 expect "run: a bad --provider lists the available ones" 5 "provider 'nosuch' is not available here \\(libfabric offers: .*'shm'" \
 	env -u NPROXY_HANDSHAKE NPROXY_HANDSHAKE=memfd "$RUN" --provider nosuch -p 2 -s 4K -n 1 --timeout 60
-expect "run: negative timeout" 2 "--timeout: '-1'" "$RUN" --timeout -1
+expect "run: negative timeout" 2 "--timeout: '-1' is not a number of seconds .*no '\\+' or '-' sign" "$RUN" --timeout -1
 expect "run: zero iters" 2 "--iters: '0'" "$RUN" --iters 0
+expect "run: a '+' is refused, and the message says why" 2 "--procs: '\\+2' is not 1..64: no '\\+' or '-' sign" "$RUN" --procs +2
+expect "run: trailing junk" 2 "--iters: '5x' is not 1..1000000: trailing 'x'" "$RUN" --iters 5x
+expect "run: -f is a whole factor" 2 "--stepfactor: '2K' is not 2..268435456: trailing 'K'" "$RUN" -b 1K -f 2K
 expect "run: stray argument" 2 "unexpected argument 'foo'" "$RUN" foo
 expect "run: --help" 0 "--ranks-per-proc" "$RUN" --help
 expect "run: --version" 0 "^nproxy-run [0-9]+\\.[0-9]+" "$RUN" --version
@@ -98,6 +95,20 @@ expect "ctl: --json usage error is JSON" 2 '^\{"status":"usage-error","error":"u
 expect "ctl: --json unknown option is JSON" 2 '^\{"status":"usage-error","error":"unknown option' "$CTL" --json --bogus
 expect "ctl: --version says whether a module is loaded" 0 "^module: " "$CTL" --version
 expect "ctl: --version" 0 "^nproxyctl [0-9.]+ \\(ABI 1\\)" "$CTL" --version
+expect "ctl: a '+' is refused in the same words as nproxy-run" 2 "--count: '\\+2' is not a positive integer: no '\\+' or '-' sign" "$CTL" watch --count +2
+expect "ctl: a bad STREAM names the argument" 2 "STREAM: 'x' is not an unsigned integer" "$CTL" trigger 1 x
+expect "ctl: a bad sem VALUE names the argument" 2 "VALUE: '-1' is not an unsigned integer: no '\\+' or '-' sign" "$CTL" sem set 1 0 -- -1
+expect "ctl: a negative operand is not taken for an option" 2 "trigger: '-1' is not an option, and values are unsigned" "$CTL" trigger 1 -1
+expect "ctl: --interval below 0.05" 2 "--interval: '0.01' is not a number of seconds in \\[0.05, 86400\\]" "$CTL" top --interval 0.01
+expect "ctl: a command's option before the command is refused" 2 "unknown option '--count' before the command" "$CTL" --count 3 watch
+expect "ctl: an option of another command" 2 "info: unknown option '--reset'" "$CTL" info --reset
+expect "ctl: option without its argument" 2 "watch: option '--count' needs an argument" "$CTL" watch --count
+expect "ctl: help --list names every command, one a line" 0 \
+	"^info regions stats watch state sem trigger program create top hang-report shm-sweep help $" \
+	bash -c '"$1" help --list | tr "\n" " "' _ "$CTL"
+expect "ctl: --help before a command is its help" 0 "^Usage: nproxyctl \\[--json\\] stats \\[--reset\\]" "$CTL" --help stats
+expect "ctl: hang-report --help" 0 "Exit 5 when a hang is found" "$CTL" hang-report --help
+expect "ctl: --json after the command" 2 '^\{"status":"usage-error","error":"usage: state REGION"\}$' "$CTL" state --json
 expect "ctl: shm-sweep takes no arguments" 2 "shm-sweep takes no arguments" "$CTL" shm-sweep x
 expect "ctl: shm-sweep --pid 0" 2 "--pid: '0' is not a process id" "$CTL" shm-sweep --pid 0
 expect "ctl: shm-sweep of a missing directory" 1 "cannot sweep /nonexistent" "$CTL" shm-sweep --dir /nonexistent/nproxy

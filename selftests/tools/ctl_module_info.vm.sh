@@ -4,18 +4,13 @@
 # nproxyctl against the loaded module (inside the VM): --version names the
 # module's version and ABI next to the tool's; watch stamps every event with
 # its receive time, in text and as --json lines.
-here=$(cd "$(dirname "$0")" && pwd -P)
-BUILD=${NPROXY_BUILD:-$(cd "$here/../.." && pwd -P)}
-TOP=${NPROXY_TOP:-$(cd "$BUILD/.." && pwd -P)}
-. "$TOP/scripts/tap.sh"
-CTL=$BUILD/bin/nproxyctl
+. "${NPROXY_TOP:-${NPROXY_BUILD:-$(dirname "$0")/../..}/..}/scripts/tap.sh"
+tap_use_build nproxyctl
 tap_require_root
 tap_require_cmd python3 timeout
-[[ -x $CTL ]] || tap_skip_all "$CTL not built (make -C tools)"
 [[ -e /dev/nproxy ]] || tap_skip_all "/dev/nproxy missing: nproxy.ko not loaded (run under scripts/vmtest)"
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+tap_tmpdir
 version=$(cat "$TOP/VERSION")
 
 tap_plan 4

@@ -5,12 +5,8 @@
 # every subcommand, its --json form, region naming (ID and PID:FD), the
 # device-program text format end to end, the event stream, permission and
 # bad-input errors, and nproxy-run over the kmod handshake.
-here=$(cd "$(dirname "$0")" && pwd -P)
-BUILD=${NPROXY_BUILD:-$(cd "$here/../.." && pwd -P)}
-TOP=${NPROXY_TOP:-$(cd "$BUILD/.." && pwd -P)}
-. "$TOP/scripts/tap.sh"
-CTL=$BUILD/bin/nproxyctl
-RUN=$BUILD/bin/nproxy-run
+. "${NPROXY_TOP:-${NPROXY_BUILD:-$(dirname "$0")/../..}/..}/scripts/tap.sh"
+tap_use_build
 
 tap_require_root
 tap_require_cmd python3 timeout

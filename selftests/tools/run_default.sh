@@ -4,12 +4,8 @@
 # What `make run` runs: build/bin/nproxy-run with no arguments.  Defaults
 # must work on any Linux box without the module: memfd handshake, shm
 # provider, 4 forked ranks, the 1K..1M sweep, every size verified.
-here=$(cd "$(dirname "$0")" && pwd -P)
-BUILD=${NPROXY_BUILD:-$(cd "$here/../.." && pwd -P)}
-TOP=${NPROXY_TOP:-$(cd "$BUILD/.." && pwd -P)}
-. "$TOP/scripts/tap.sh"
-RUN=$BUILD/bin/nproxy-run
-[[ -x $RUN ]] || tap_skip_all "nproxy-run not built (make -C tools)"
+. "${NPROXY_TOP:-${NPROXY_BUILD:-$(dirname "$0")/../..}/..}/scripts/tap.sh"
+tap_use_build nproxy-run
 tap_require_cmd timeout
 
 # Exactly the defaults (no NPROXY_HANDSHAKE / FI_PROVIDER from the caller),

@@ -9,16 +9,11 @@
 #      named with the signal, the fault address and the phase;
 #   3  a device that never reaches the net stage within --timeout.
 # Every case must end well inside its bound and leave no rank behind.
-here=$(cd "$(dirname "$0")" && pwd -P)
-BUILD=${NPROXY_BUILD:-$(cd "$here/../.." && pwd -P)}
-TOP=${NPROXY_TOP:-$(cd "$BUILD/.." && pwd -P)}
-. "$TOP/scripts/tap.sh"
-RUN=$BUILD/bin/nproxy-run
-[[ -x $RUN ]] || tap_skip_all "nproxy-run not built (make -C tools)"
+. "${NPROXY_TOP:-${NPROXY_BUILD:-$(dirname "$0")/../..}/..}/scripts/tap.sh"
+tap_use_build nproxy-run
 tap_require_cmd python3 timeout
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+tap_tmpdir
 export NPROXY_HANDSHAKE=memfd
 
 # no_leftovers DESC MARKER: no process still carries MARKER in its environment.

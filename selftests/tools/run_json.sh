@@ -5,16 +5,11 @@
 # the right type, and its numbers agree with the run that produced them
 # (sizes as rounded to the ring, bus bandwidth factor, proxy threads per
 # process as set by --ranks-per-proxy).  Each collective is verified.
-here=$(cd "$(dirname "$0")" && pwd -P)
-BUILD=${NPROXY_BUILD:-$(cd "$here/../.." && pwd -P)}
-TOP=${NPROXY_TOP:-$(cd "$BUILD/.." && pwd -P)}
-. "$TOP/scripts/tap.sh"
-RUN=$BUILD/bin/nproxy-run
-[[ -x $RUN ]] || tap_skip_all "nproxy-run not built (make -C tools)"
+. "${NPROXY_TOP:-${NPROXY_BUILD:-$(dirname "$0")/../..}/..}/scripts/tap.sh"
+tap_use_build nproxy-run
 tap_require_cmd python3 timeout
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+tap_tmpdir
 export NPROXY_HANDSHAKE=memfd
 # libfabric tcp must stay on loopback (it would otherwise pick eth0).
 export FI_TCP_IFACE=lo

@@ -5,12 +5,8 @@
 # NPROXY_RANK/NPROXY_WORLD_SIZE + NPROXY_ROOT_COMM_ID (tcp;ofi_rxm on lo),
 # across two network namespaces joined by a veth pair (two "hosts"), and
 # under Open MPI's mpirun.  Rank 0 prints the results; every rank exits 0.
-here=$(cd "$(dirname "$0")" && pwd -P)
-BUILD=${NPROXY_BUILD:-$(cd "$here/../.." && pwd -P)}
-TOP=${NPROXY_TOP:-$(cd "$BUILD/.." && pwd -P)}
-. "$TOP/scripts/tap.sh"
-RUN=$BUILD/bin/nproxy-run
-[[ -x $RUN ]] || tap_skip_all "nproxy-run not built (make -C tools)"
+. "${NPROXY_TOP:-${NPROXY_BUILD:-$(dirname "$0")/../..}/..}/scripts/tap.sh"
+tap_use_build nproxy-run
 tap_require_cmd python3 timeout
 
 tmp=$(mktemp -d)
@@ -82,7 +78,7 @@ else
 		for p in "${pids[@]}"; do wait "$p"; rcs+=" $?"; done
 	}
 	run_ns_pair
-	# Known engine issue (reported): on tcp;ofi_rxm across namespaces the
+	# A known engine race: on tcp;ofi_rxm across namespaces the
 	# first host-barrier send sometimes fails with EINVAL while rxm is still
 	# connecting.  Retry that one failure once, visibly; anything else fails.
 	if [[ $rcs != " 0 0" ]] && grep -q "host barrier: send to rank 0: Invalid argument" "$tmp"/ns.*; then

@@ -5,16 +5,11 @@
 # MPI_LOCALRANKID/MPI_LOCALNRANKS.  Debian's MPICH cannot be installed
 # beside Open MPI's mpirun here, so the variables are set by hand, as Hydra
 # sets them: two processes on lo, rank 0 reports launcher "mpich".
-here=$(cd "$(dirname "$0")" && pwd -P)
-BUILD=${NPROXY_BUILD:-$(cd "$here/../.." && pwd -P)}
-TOP=${NPROXY_TOP:-$(cd "$BUILD/.." && pwd -P)}
-. "$TOP/scripts/tap.sh"
-RUN=$BUILD/bin/nproxy-run
-[[ -x $RUN ]] || tap_skip_all "nproxy-run not built (make -C tools)"
+. "${NPROXY_TOP:-${NPROXY_BUILD:-$(dirname "$0")/../..}/..}/scripts/tap.sh"
+tap_use_build nproxy-run
 tap_require_cmd python3 timeout
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+tap_tmpdir
 export NPROXY_HANDSHAKE=memfd
 clean=(env -u NPROXY_RANK -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE -u SLURM_PROCID
 	-u SLURM_NTASKS -u PMIX_RANK -u PMI_RANK -u PMI_SIZE)

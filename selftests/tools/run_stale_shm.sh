@@ -15,13 +15,8 @@
 # Everything the test plants is removed at exit (and planted stale files at
 # the next PIDs exist for about a second: other jobs starting then might
 # meet them too, so the range is kept small).
-here=$(cd "$(dirname "$0")" && pwd -P)
-BUILD=${NPROXY_BUILD:-$(cd "$here/../.." && pwd -P)}
-TOP=${NPROXY_TOP:-$(cd "$BUILD/.." && pwd -P)}
-. "$TOP/scripts/tap.sh"
-RUN=$BUILD/bin/nproxy-run
-CTL=$BUILD/bin/nproxyctl
-[[ -x $RUN && -x $CTL ]] || tap_skip_all "nproxy-run / nproxyctl not built (make -C tools)"
+. "${NPROXY_TOP:-${NPROXY_BUILD:-$(dirname "$0")/../..}/..}/scripts/tap.sh"
+tap_use_build nproxy-run nproxyctl
 tap_require_cmd python3 timeout
 [[ -d /dev/shm && -w /dev/shm ]] || tap_skip_all "/dev/shm is not writable"
 

@@ -5,12 +5,8 @@
 # as its size is done (before the run ends); Ctrl-C keeps every finished row,
 # prints the footer and exits 130 without leaving a rank behind; an
 # interrupted --json run holds only finished sizes; -b/-e/-f make a sweep.
-here=$(cd "$(dirname "$0")" && pwd -P)
-BUILD=${NPROXY_BUILD:-$(cd "$here/../.." && pwd -P)}
-TOP=${NPROXY_TOP:-$(cd "$BUILD/.." && pwd -P)}
-. "$TOP/scripts/tap.sh"
-RUN=$BUILD/bin/nproxy-run
-[[ -x $RUN ]] || tap_skip_all "nproxy-run not built (make -C tools)"
+. "${NPROXY_TOP:-${NPROXY_BUILD:-$(dirname "$0")/../..}/..}/scripts/tap.sh"
+tap_use_build nproxy-run
 tap_require_cmd python3 timeout
 
 tmp=$(mktemp -d)

@@ -31,7 +31,7 @@
 /* Limits                                                                  */
 /* ---------------------------------------------------------------------- */
 
-/* Trigger words per region: the seed's per-task stream limit. */
+/* Trigger words per region: the reference runtime's per-task stream limit. */
 #define NPROXY_MAX_STREAMS	4
 /* Semaphores per region (u64 each: fits one 4 KiB page). */
 #define NPROXY_MAX_SEMS		256

@@ -215,7 +215,7 @@ TEST(a_consumer_that_sees_done_sees_the_status_published_with_it)
 		/* The parked consumer found the status already taken by the poller. */
 		EXPECT_ST(NPROXY_NOT_FOUND, cons.rc);
 	} else {
-		/* The box was too busy to poll within HOLD_WAKE_MS: weaker check. */
+		/* The host was too busy to poll within HOLD_WAKE_MS: weaker check. */
 		TH_LOG("the poller missed the held wake; the parked consumer took DONE");
 		EXPECT_ST(NPROXY_PEER_DEAD, cons.rc);
 	}

@@ -1,6 +1,6 @@
-// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+// SPDX-License-Identifier: GPL-2.0
 /*
- * The loopback network engine (tests only, <nproxy/seam_loopback.h>):
+ * The loopback network engine (tests and benchmarks only, seam_loopback.h):
  * ranks of one process exchange messages through per-(src, dst, stream)
  * FIFO channels under one fabric lock.
  */
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <nproxy/handshake.h>
 #include <nproxy/log.h>
-#include <nproxy/seam_loopback.h>
+#include "seam_loopback.h"
 
 #define LB_MAX_STREAMS	4
 

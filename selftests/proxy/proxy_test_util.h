@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Helpers shared by the selftests/lib/proxy_*.c programs: thread census,
+ * Helpers shared by the selftests/proxy/ programs: thread census,
  * log capture, per-thread CPU time, comm/op builders on the loopback seam.
  */
 #ifndef PROXY_TEST_UTIL_H
@@ -16,7 +16,8 @@
 #include <nproxy/handshake.h>
 #include <nproxy/log.h>
 #include <nproxy/proxy.h>
-#include <nproxy/seam_loopback.h>
+#include "nproxy_test.h"
+#include "seam_loopback.h"
 
 /* Threads named "proxy-*"; *misnamed counts those not named "proxy-<their tid>". */
 static inline int count_proxy_threads(int *misnamed)
@@ -98,31 +99,21 @@ static inline int capture_count(const char *needle, int exact)
 	return n;
 }
 
-/* ---- time ---- */
+/* ---- time: the shared helpers (selftests/common/nproxy_test.h) by this area's names ---- */
 static inline uint64_t now_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return nproxy_test_now_ns();
 }
 
 static inline void sleep_ms(unsigned int ms)
 {
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-
-	nanosleep(&ts, NULL);
+	nproxy_test_sleep_ms(ms);
 }
 
 /* CPU time (ns) consumed by thread tid of this process. */
 static inline uint64_t thread_cpu_ns(int tid)
 {
-	clockid_t clk = (clockid_t)((~(unsigned int)tid << 3) | 6);	/* per-thread SCHED clock */
-	struct timespec ts;
-
-	if (clock_gettime(clk, &ts))
-		return 0;
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return nproxy_test_thread_cpu_ns(tid);
 }
 
 static inline struct nproxy_proxy_stats group_stats(uint32_t gid)

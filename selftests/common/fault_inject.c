@@ -9,8 +9,8 @@
  */
 #include <dirent.h>
 #include "kselftest_harness.h"
-#include "proxy_test_util.h"
-#include "handshake_test.h"
+#include "../proxy/proxy_test_util.h"
+#include "../handshake/handshake_test.h"
 #include <nproxy/fault.h>
 #include <nproxy/net.h>
 

@@ -213,7 +213,7 @@ TEST(progress_error_ends_the_task_with_that_status)
 	teardown(&s);
 }
 
-/* B3's stop() can fail too: the task ends with that error, never SUCCESS. */
+/* The seam's stop() can fail too: the task ends with that error, never SUCCESS. */
 TEST(stop_error_ends_the_task_with_that_status)
 {
 	struct nproxy_loopback_counters lc;

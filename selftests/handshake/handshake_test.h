@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Helpers shared by the selftests/lib/handshake_*.c programs.  Included
+ * Helpers shared by the selftests/handshake/ programs.  Included
  * after kselftest_harness.h.  Nothing here asserts: tests do.
  */
 #ifndef NPROXY_HANDSHAKE_TEST_H
 #define NPROXY_HANDSHAKE_TEST_H
 
-#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -16,6 +15,7 @@
 #include <unistd.h>
 #include <nproxy/handshake.h>
 #include <nproxy/log.h>
+#include "nproxy_test.h"
 
 #define HS_TEST_WAIT_MS	10000	/* generous: TSan and TCG are slow */
 
@@ -43,20 +43,15 @@ static inline struct nproxy_hs *hs_test_open(enum nproxy_hs_backend b, uint32_t 
 	return hs;
 }
 
+/* The shared helpers (selftests/common/nproxy_test.h) by this area's names. */
 static inline uint64_t hs_test_now_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	return nproxy_test_now_ns();
 }
 
 static inline void hs_test_sleep_ms(unsigned int ms)
 {
-	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) && errno == EINTR)
-		;
+	nproxy_test_sleep_ms(ms);
 }
 
 /*
@@ -79,15 +74,9 @@ static inline uint32_t hs_test_await_trigger(volatile uint32_t *word, unsigned i
 	return NPROXY_TRIGGER_SENTINEL;
 }
 
-/* /proc/self/task and /proc/self/fd lag a joined thread / closed fd by a hair. */
 static inline int hs_test_settle(int (*count)(void), int want, unsigned int timeout_ms)
 {
-	uint64_t deadline = hs_test_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
-	int n;
-
-	while ((n = count()) != want && hs_test_now_ns() < deadline)
-		hs_test_sleep_ms(1);
-	return n;
+	return nproxy_test_settle(count, want, timeout_ms);
 }
 
 static inline uint32_t hs_test_prog_state(const struct nproxy_hs *hs)
@@ -109,80 +98,24 @@ static inline bool hs_test_wait_state(const struct nproxy_hs *hs, uint32_t state
 	return true;
 }
 
-/* Entries in a /proc directory, "." and ".." excluded (and the dir's own fd). */
-static inline int hs_test_count_dir(const char *path)
-{
-	DIR *d = opendir(path);
-	struct dirent *e;
-	int n = 0;
-
-	if (!d)
-		return -1;
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n;
-}
-
 static inline int hs_test_count_fds(void)
 {
-	/* opendir's own fd is listed while we read: subtract it. */
-	return hs_test_count_dir("/proc/self/fd") - 1;
+	return nproxy_test_count_fds();
 }
 
 static inline int hs_test_count_threads(void)
 {
-	return hs_test_count_dir("/proc/self/task");
+	return nproxy_test_count_threads();
 }
 
-/* Shared mappings only: the sanitizers' allocators map private memory freely. */
 static inline int hs_test_count_shared_maps(void)
 {
-	FILE *f = fopen("/proc/self/maps", "r");
-	char line[512];
-	int n = 0;
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		char perms[8];
-
-		if (sscanf(line, "%*x-%*x %7s", perms) == 1 && perms[3] == 's')
-			n++;
-	}
-	fclose(f);
-	return n;
+	return nproxy_test_count_shared_maps();
 }
 
-/* Threads of this process whose comm is exactly name. */
 static inline int hs_test_count_threads_named(const char *name)
 {
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *e;
-	int n = 0;
-
-	if (!d)
-		return -1;
-	while ((e = readdir(d))) {
-		char path[300], comm[32] = "";
-		FILE *f;
-
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		if (fgets(comm, sizeof(comm), f)) {
-			comm[strcspn(comm, "\n")] = '\0';
-			if (!strcmp(comm, name))
-				n++;
-		}
-		fclose(f);
-	}
-	closedir(d);
-	return n;
+	return nproxy_test_count_threads_named(name, false);
 }
 
 /* Collects library log lines so tests can check the exact words. */

@@ -3,7 +3,7 @@
  * The worker loop and the status channel: DONE is recycled and never
  * stepped again, IDLE stays active, the worker sleeps only on quiescence,
  * status is published before the task is queued, check/wait semantics and
- * the seed's watchdog messages.
+ * the reference runtime's (libnrt's) watchdog messages.
  */
 #include "kselftest_harness.h"
 #include "proxy_test_util.h"
@@ -292,7 +292,7 @@ TEST(wait_timeout_logs_the_watchdog_message)
 	capture_stop();
 }
 
-TEST(wait_reports_a_failed_task_with_the_seed_message)
+TEST(wait_reports_a_failed_task_with_the_reference_message)
 {
 	struct nproxy_loopback_fabric *f;
 	struct nproxy_loopback_counters lc;

@@ -1,8 +1,9 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Inside scripts/vmtest, with nproxy.ko loaded: run every selftests/lib test
-# program again with NPROXY_HANDSHAKE=kmod, so each test written against the
+# Inside scripts/vmtest, with nproxy.ko loaded: run every test program of
+# the library areas that open handshake regions (handshake, proxy, common)
+# again with NPROXY_HANDSHAKE=kmod, so each test written against the
 # automatic handshake backend also runs on the module's pages (on the host
 # the same binaries ran on the memfd backend).
 #
@@ -22,11 +23,14 @@ fi
 . "$tap_sh"
 
 build=${NPROXY_BUILD:-$(cd "$(dirname "$0")/../.." && pwd -P)}
-tests=$build/selftests/lib
+areas=(handshake proxy common)
 per_prog_timeout=${LIB_KMOD_TIMEOUT:-240}
 
 [[ -e /dev/nproxy ]] || tap_skip_all "no /dev/nproxy: nproxy.ko not loaded (run: scripts/run-tests --vm $build/selftests/vm)"
-[[ -d $tests ]] || tap_skip_all "no $tests: build the lib selftests first (make -C selftests/lib)"
+for a in "${areas[@]}"; do
+	[[ -d $build/selftests/$a ]] ||
+		tap_skip_all "no $build/selftests/$a: build the selftests first (make selftests)"
+done
 tap_require_cmd timeout
 
 out=$(mktemp "${TMPDIR:-/tmp}/lib-kmod.XXXXXX") || tap_skip_all "cannot create a temporary file"
@@ -91,14 +95,16 @@ relay() {
 }
 
 found=0
-for prog in "$tests"/*; do
-	[[ -f $prog && -x $prog ]] || continue
-	found=1
-	name=lib/${prog##*/}
-	echo "# ==== $name (NPROXY_HANDSHAKE=kmod)"
-	(cd "$tests" && NPROXY_HANDSHAKE=kmod exec timeout -k 10 "$per_prog_timeout" "$prog") \
-		</dev/null >"$out" 2>&1
-	relay "$name" $?
+for a in "${areas[@]}"; do
+	for prog in "$build/selftests/$a"/*; do
+		[[ -f $prog && -x $prog ]] || continue
+		found=1
+		name=$a/${prog##*/}
+		echo "# ==== $name (NPROXY_HANDSHAKE=kmod)"
+		(cd "${prog%/*}" && NPROXY_HANDSHAKE=kmod exec timeout -k 10 "$per_prog_timeout" "$prog") \
+			</dev/null >"$out" 2>&1
+		relay "$name" $?
+	done
 done
-((found)) || tap_skip_all "no test programs in $tests"
+((found)) || tap_skip_all "no test programs in $build/selftests/ (${areas[*]})"
 tap_done

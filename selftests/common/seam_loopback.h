@@ -1,6 +1,7 @@
-/* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
+/* SPDX-License-Identifier: GPL-2.0 */
 /*
- * libnproxy: an in-process loopback network engine -- FOR TESTS ONLY.
+ * An in-process loopback network engine for the selftests and benchmarks
+ * (in the test-support library, selftests/support.mk; never in libnproxy).
  *
  * A "fabric" connects n_ranks loopback engines in one process.  Each engine
  * implements the network seam (<nproxy/seam.h>) for one rank:
@@ -15,8 +16,8 @@
  * for the next N progress calls.  Everything is serialized by one fabric
  * lock: correct, not fast.
  */
-#ifndef NPROXY_SEAM_LOOPBACK_H
-#define NPROXY_SEAM_LOOPBACK_H
+#ifndef NPROXY_TEST_SEAM_LOOPBACK_H
+#define NPROXY_TEST_SEAM_LOOPBACK_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -30,30 +31,28 @@ extern "C" {
 struct nproxy_loopback_fabric;
 struct nproxy_loopback;
 
-NPROXY_API enum nproxy_status nproxy_loopback_fabric_create(uint32_t n_ranks,
-							    struct nproxy_loopback_fabric **out);
+enum nproxy_status nproxy_loopback_fabric_create(uint32_t n_ranks,
+						 struct nproxy_loopback_fabric **out);
 /* Every engine of the fabric must be destroyed first. */
-NPROXY_API void nproxy_loopback_fabric_destroy(struct nproxy_loopback_fabric *fabric);
+void nproxy_loopback_fabric_destroy(struct nproxy_loopback_fabric *fabric);
 
-NPROXY_API enum nproxy_status nproxy_loopback_create(struct nproxy_loopback_fabric *fabric,
-						     uint32_t rank, struct nproxy_loopback **out);
-NPROXY_API void nproxy_loopback_destroy(struct nproxy_loopback *lb);
+enum nproxy_status nproxy_loopback_create(struct nproxy_loopback_fabric *fabric,
+					  uint32_t rank, struct nproxy_loopback **out);
+void nproxy_loopback_destroy(struct nproxy_loopback *lb);
 
-NPROXY_API struct nproxy_seam nproxy_loopback_seam(struct nproxy_loopback *lb);
-NPROXY_API struct nproxy_host_barrier nproxy_loopback_barrier(struct nproxy_loopback *lb);
+struct nproxy_seam nproxy_loopback_seam(struct nproxy_loopback *lb);
+struct nproxy_host_barrier nproxy_loopback_barrier(struct nproxy_loopback *lb);
 
 /* Register [base, base + len) as memory region *mr (ids 0, 1, ...). */
-NPROXY_API enum nproxy_status nproxy_loopback_mr_register(struct nproxy_loopback *lb,
-							  void *base, size_t len, uint32_t *mr);
+enum nproxy_status nproxy_loopback_mr_register(struct nproxy_loopback *lb, void *base,
+					       size_t len, uint32_t *mr);
 
 /* The next progress() call returns st (and *done); NPROXY_SUCCESS disarms. */
-NPROXY_API void nproxy_loopback_fail_next_progress(struct nproxy_loopback *lb,
-						   enum nproxy_status st);
+void nproxy_loopback_fail_next_progress(struct nproxy_loopback *lb, enum nproxy_status st);
 /* The next barrier arrive()/test() call returns st. */
-NPROXY_API void nproxy_loopback_fail_next_barrier(struct nproxy_loopback *lb,
-						  enum nproxy_status st);
+void nproxy_loopback_fail_next_barrier(struct nproxy_loopback *lb, enum nproxy_status st);
 /* The next `ticks` progress() calls report idle and move nothing. */
-NPROXY_API void nproxy_loopback_stall(struct nproxy_loopback *lb, uint32_t ticks);
+void nproxy_loopback_stall(struct nproxy_loopback *lb, uint32_t ticks);
 
 struct nproxy_loopback_counters {
 	uint64_t starts, progresses, stops;
@@ -64,8 +63,7 @@ struct nproxy_loopback_counters {
 	uint64_t barrier_arrives, barrier_tests;
 };
 
-NPROXY_API void nproxy_loopback_counters(struct nproxy_loopback *lb,
-					 struct nproxy_loopback_counters *out);
+void nproxy_loopback_counters(struct nproxy_loopback *lb, struct nproxy_loopback_counters *out);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,7 @@
 #include <sched.h>
 #include "kselftest_harness.h"
 #include "proxy_test_util.h"
+#include <nproxy/fault.h>
 
 /* No network work in these tests: skip policy, one rank, no engine. */
 static struct nproxy_comm_opts plain_opts(uint32_t dev, uint32_t rpp)
@@ -87,7 +88,8 @@ TEST(thread_create_failure_leaves_no_node_and_no_thread)
 	char want[64];
 
 	capture_start();
-	nproxy_proxy_test_fail_thread_create(EAGAIN, 1);
+	/* The worker is the library's first thread: fail its creation, once. */
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_fault_set("thread:1"));
 	EXPECT_ST(NPROXY_RESOURCE, nproxy_comm_open(&o, &c));
 	EXPECT_EQ(NULL, c);
 	EXPECT_EQ(0u, nproxy_proxy_group_count());
@@ -95,15 +97,17 @@ TEST(thread_create_failure_leaves_no_node_and_no_thread)
 	EXPECT_EQ(0, count_proxy_threads(NULL));
 	snprintf(want, sizeof(want), "Failed to create worker thread: %d", EAGAIN);
 	EXPECT_EQ(1, capture_count(want, 1));
-	/* The hook is spent: the next comm of the group starts normally. */
+	EXPECT_EQ(1u, nproxy_fault_injected());
+	/* The fault is spent: the next comm of the group starts normally. */
 	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
 	EXPECT_EQ(1u, nproxy_proxy_group_refcnt(2));
 	EXPECT_EQ(1, count_proxy_threads(NULL));
 	nproxy_comm_close(c);
+	nproxy_fault_set(NULL);
 	capture_stop();
 }
 
-TEST(gid_from_env_ranks_per_proxy_and_seed_fallback)
+TEST(gid_from_env_ranks_per_proxy_and_neuron_rt_fallback)
 {
 	struct nproxy_comm_opts o = plain_opts(5, 0);
 	struct nproxy_comm *c;

@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * An object's last error text.  Every object that keeps one (the network
+ * engine, the rendezvous, the bus) formats it here, so the text a caller
+ * reads back is always terminated and is exactly what the log said, there
+ * after the object's name (who: "net rank 3").
+ */
+#include <stdio.h>
+#include "common/common_internal.h"
+
+void npx_errbuf_vset(char *buf, size_t len, enum nproxy_log_level level, const char *who,
+		     const char *fmt, va_list ap)
+{
+	if (!len)
+		return;
+	vsnprintf(buf, len, fmt, ap);
+	if (who)
+		nproxy_log(level, "%s: %s", who, buf);
+	else
+		nproxy_log(level, "%s", buf);
+}
+
+void npx_errbuf_set(char *buf, size_t len, enum nproxy_log_level level, const char *who,
+		    const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	npx_errbuf_vset(buf, len, level, who, fmt, ap);
+	va_end(ap);
+}

@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The network engine's errors: the last error text (nproxy_net_strerror())
+ * and the sticky status, whose first value ends the engine.  A leaf every
+ * other net file records failures through.
+ */
+#include <stdio.h>
+#include <nproxy/log.h>
+#include "net_internal.h"
+
+void npx_net_set_err(struct nproxy_net *net, const char *fmt, ...)
+{
+	char who[32];
+	va_list ap;
+
+	snprintf(who, sizeof(who), "net rank %u", net->rank);
+	va_start(ap, fmt);
+	npx_errbuf_vset(net->err, sizeof(net->err), NPROXY_LOG_ERROR, who, fmt, ap);
+	va_end(ap);
+}
+
+enum nproxy_status npx_net_fail(struct nproxy_net *net, enum nproxy_status st)
+{
+	if (net->failed == NPROXY_SUCCESS)
+		net->failed = st;
+	return net->failed;
+}
+
+enum nproxy_status npx_net_post_error(struct nproxy_net *net, ssize_t rc, const char *what,
+				  uint32_t peer)
+{
+	npx_net_set_err(net, "%s rank %u: %s", what, peer, fi_strerror((int)-rc));
+	return npx_net_fail(net, NPROXY_NET_ERROR);
+}

@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * nproxyctl's subcommands: one row each in the table of nproxyctl.c, which
+ * `nproxyctl help`, `nproxyctl CMD --help`, the dispatch and the bash
+ * completion (dist/nproxyctl.bash-completion, through `help --list` and
+ * `CMD --help`) all read.  Each handler parses its own options with
+ * ctl_next_option() into a struct of its own.
+ */
+#ifndef NPROXY_TOOLS_CTL_CMD_H
+#define NPROXY_TOOLS_CTL_CMD_H
+
+#include <getopt.h>
+#include <signal.h>
+#include <stdbool.h>
+
+struct ctl_cmd {
+	const char *name;
+	const char *group;	/* the heading it is listed under in `nproxyctl help` */
+	const char *usage;	/* its arguments and options, after the name */
+	const char *summary;	/* one line in `nproxyctl help` */
+	const char *help;	/* `nproxyctl CMD --help`: what it does, at length */
+	bool names_region;	/* takes a REGION: its help says how to name one */
+	/* argv[0] is the command's name; returns an exit status (enum ctl_exit). */
+	int (*handler)(const struct ctl_cmd *cmd, int argc, char **argv);
+};
+
+/* Every subcommand accepts these two: put them first in its longopts. */
+#define CTL_COMMON_OPTIONS \
+	{ "json", no_argument, NULL, 'j' }, \
+	{ "help", no_argument, NULL, 'h' }
+
+/*
+ * getopt_long over a subcommand's argv with its own longopts (long options
+ * only, CTL_COMMON_OPTIONS handled here).  Returns the next option of the
+ * command's own (its optarg in optarg); 0 once every option is read, the
+ * operands being argv[optind..argc); or -1 when the command ends now with
+ * *exit_code: its --help was printed (CTL_OK) or a usage error (CTL_USAGE,
+ * message printed).
+ */
+int ctl_next_option(const struct ctl_cmd *cmd, int argc, char **argv,
+		    const struct option *longopts, int *exit_code);
+
+/* A usage error: the message (JSON with --json), a hint, CTL_USAGE. */
+int ctl_usage_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* SIGINT or SIGTERM arrived: commands that wait stop at their next check. */
+extern volatile sig_atomic_t ctl_stop_requested;
+
+/* CLOCK_MONOTONIC in seconds, for deadlines. */
+double ctl_now_s(void);
+
+/* The -exit_code convention of ctl.h turned into an exit status. */
+static inline int ctl_exit_status(int neg)
+{
+	return neg < 0 ? -neg : neg;
+}
+
+/* Handlers (one concept per file). */
+/* ctl_cmd_module.c: the module as a whole */
+int ctl_cmd_info(const struct ctl_cmd *cmd, int argc, char **argv);
+int ctl_cmd_regions(const struct ctl_cmd *cmd, int argc, char **argv);
+int ctl_cmd_stats(const struct ctl_cmd *cmd, int argc, char **argv);
+int ctl_cmd_watch(const struct ctl_cmd *cmd, int argc, char **argv);
+/* ctl_cmd_region.c: one region */
+int ctl_cmd_state(const struct ctl_cmd *cmd, int argc, char **argv);
+int ctl_cmd_trigger(const struct ctl_cmd *cmd, int argc, char **argv);
+int ctl_cmd_sem(const struct ctl_cmd *cmd, int argc, char **argv);
+int ctl_cmd_create(const struct ctl_cmd *cmd, int argc, char **argv);
+/* ctl_cmd_program.c: device programs */
+int ctl_cmd_program(const struct ctl_cmd *cmd, int argc, char **argv);
+/* ctl_top.c, ctl_hang.c: the proxies' published state */
+int ctl_cmd_top(const struct ctl_cmd *cmd, int argc, char **argv);
+int ctl_cmd_hang_report(const struct ctl_cmd *cmd, int argc, char **argv);
+/* ctl_shm.c: host chores */
+int ctl_cmd_shm_sweep(const struct ctl_cmd *cmd, int argc, char **argv);
+
+#endif

@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * nproxy-run's data path, shared by the files that split it by concept:
+ *   run_job.c      the timing loop: every size, every iteration, the
+ *                  barrier before each, the test hooks' triggers
+ *   run_rank.c     setup and teardown of this process's ranks (bus,
+ *                  engine, handshake region, comm), behind one pair
+ *   run_peer.c     watching the local peer processes (pidfds)
+ *   run_ring.c     one collective as ring steps: FIFOs, device program,
+ *                  enqueue, wait for the tasks
+ *   run_buffers.c  each size's buffers, registered with the engine
+ *   run_verify.c   the data each rank sends and the check of what arrived
+ *   run_error.c    the first error of the process, and status mapping
+ *   run_hooks.c    test hooks read from the environment
+ */
+#ifndef NPROXY_TOOLS_RUN_RANK_H
+#define NPROXY_TOOLS_RUN_RANK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <nproxy/bananaphone.h>
+#include <nproxy/handshake.h>
+#include <nproxy/net.h>
+#include <nproxy/proxy.h>
+#include "run.h"
+
+/* One rank of this process: what it opened, its buffers, its current op. */
+struct run_rank {
+	const struct run_opts *o;
+	const struct run_place *place;
+	double deadline;
+	uint32_t rank, world, local_idx;
+	uint32_t bus_rank, bus_size;	/* bananaphone: 0 size = no bus */
+	bool net_over_bus;
+
+	struct nproxy_bp *bp;
+	struct nproxy_net *net;
+	struct nproxy_hs *hs;
+	struct nproxy_comm *comm;
+
+	/* Buffers of the current size. */
+	uint32_t *data, *scratch;
+	size_t data_len, scratch_len, chunk;	/* bytes */
+	uint32_t data_mr, scratch_mr;
+	bool data_reg, scratch_reg;
+
+	/* The current op's FIFOs (borrowed by the engine until DONE). */
+	struct nproxy_net_op ops[2 * RUN_MAX_RANKS];
+	struct nproxy_net_addr src[RUN_MAX_RANKS], dst[RUN_MAX_RANKS];
+	struct nproxy_fifo_set blocks[RUN_MAX_RANKS];
+	uint32_t n_blocks;
+	uint64_t sem_expect[RUN_MAX_RANKS + 1];
+	bool sem_used[RUN_MAX_RANKS + 1];
+	uint64_t ctx, exec_id;
+
+	/* Local peers in other processes, from the bus: a death is seen at
+	 * once instead of at the engine's no-progress deadline. */
+	uint32_t n_peers;
+	uint32_t peer_rank[RUN_MAX_RANKS];
+	uint32_t peer_bus[RUN_MAX_RANKS];	/* its rank on the bus */
+	int peer_pid[RUN_MAX_RANKS];
+	int peer_pidfd[RUN_MAX_RANKS];
+
+	int rc;			/* run_exit of the setup/teardown thread */
+	char err[400];
+};
+
+/* run_job.c: milliseconds until deadline (run_now() seconds), 0 if past. */
+int run_remaining_ms(double deadline);
+
+/*
+ * run_rank.c: open every local rank (bus, engine, region, comm; each step
+ * is collective, so each rank in its own thread) and close them again.
+ * ranks[] carries each rank's place (rank, world, bus) on entry.  Open
+ * returns a run_exit code, the first failure recorded with run_fail();
+ * close also releases what a failed open left and the current buffers.
+ */
+int run_ranks_open(struct run_rank *ranks, uint32_t n);
+void run_ranks_close(struct run_rank *ranks, uint32_t n);
+
+/* run_peer.c: all-gather (rank, pid) over the bus and open a pidfd per
+ * peer process; the index of a peer that has exited, or -1; close them. */
+enum nproxy_status run_peers_watch(struct run_rank *rc);
+int run_peer_dead(const struct run_rank *rc);
+void run_peers_forget(struct run_rank *rc);
+
+/* run_ring.c: one iteration of the collective on every local rank. */
+int run_ring_iteration(struct run_rank *ranks, uint32_t n, double deadline);
+
+/* run_buffers.c: this size's buffers, zeroed and registered; and back. */
+int run_buffers_alloc(struct run_rank *rc, uint64_t size);
+void run_buffers_free(struct run_rank *rc);
+
+/* run_verify.c: each rank's inputs for iteration iter; the check of the
+ * result (wrong words, the first described in msg). */
+void run_fill_inputs(struct run_rank *rc, uint64_t iter);
+uint64_t run_verify(const struct run_rank *rc, uint64_t iter, uint64_t size, char *msg,
+		    size_t len);
+
+/* run_error.c: record the first error of this process (later ones are
+ * usually fallout) and return code; whether a failure left peers unsure
+ * of our state (anything but a data mismatch); a status as a run_exit. */
+void run_error_init(struct run_proc_record *rec);
+int run_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+bool run_failed_fatally(void);
+int run_status_exit(enum nproxy_status st);
+/* The same, for a failure that is not the command line's fault. */
+int run_status_exit_nonusage(enum nproxy_status st);
+
+/* run_hooks.c: the selftests' hooks (each documented there). */
+char run_hang_hook(uint32_t rank, uint64_t op);
+int run_corrupt_hook(void);
+int run_kill_hook(uint32_t *iter);
+
+#endif
