@@ -39,6 +39,16 @@
 extern "C" {
 #endif
 
+struct nproxy_rank;
+
+/* The steps of nproxy_rank_open(), in order (see the top of this file). */
+enum nproxy_rank_step {
+	NPROXY_RANK_STEP_BUS	= 1,	/* only when local_size > 1 */
+	NPROXY_RANK_STEP_ENGINE	= 2,
+	NPROXY_RANK_STEP_REGION	= 3,
+	NPROXY_RANK_STEP_COMM	= 4,
+};
+
 /* nproxy_rank_opts.open_timeout_ms when 0: libfabric start-up alone can
  * take seconds on a loaded host. */
 #define NPROXY_RANK_DEFAULT_OPEN_TIMEOUT_MS	60000u
@@ -88,11 +98,21 @@ struct nproxy_rank_opts {
 	uint32_t net_timeout_ms;
 	/* nproxy_wait_status()'s default wait on this comm; 0: NPROXY_PROXY_TIMEOUT_S or 300 s. */
 	uint32_t wait_timeout_ms;
+	/*
+	 * Optional: called on the opening thread before each step, so that a
+	 * runtime can say what it is waiting for (a job that hangs in its
+	 * setup shows the step) or add its own collective work once the bus
+	 * exists (nproxy_rank_bp(rank) is set from STEP_ENGINE on).  A status
+	 * other than NPROXY_SUCCESS ends the open with that status, every
+	 * part released; the reason is the hook's to keep.
+	 */
+	enum nproxy_status (*step_hook)(struct nproxy_rank *rank, enum nproxy_rank_step step,
+					void *arg);
+	void *step_arg;
 };
 
 #define NPROXY_RANK_OPTS_INIT { .size = sizeof(struct nproxy_rank_opts) }
 
-struct nproxy_rank;
 struct nproxy_net;
 struct nproxy_comm;
 struct nproxy_bp;
@@ -117,6 +137,13 @@ NPROXY_API enum nproxy_status nproxy_rank_open(const struct nproxy_rank_opts *op
  * no endpoint goes away while a peer may still use it.  NULL is a no-op.
  */
 NPROXY_API void nproxy_rank_close(struct nproxy_rank *rank);
+/*
+ * The same teardown after a failure that leaves the peers unsure of this
+ * rank's state: no wait for them and no hangup, so that they see this rank
+ * die rather than leave (and the bus names the peer recorded with
+ * nproxy_bp_abandon(), if any).  NULL is a no-op.
+ */
+NPROXY_API void nproxy_rank_abandon(struct nproxy_rank *rank);
 
 /*
  * Which step failed and why, naming the peer rank where known; "" when

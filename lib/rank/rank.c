@@ -327,6 +327,21 @@ static void rank_release(struct nproxy_rank *r, bool orderly)
 	}
 }
 
+/* The caller's hook before a step, if any: its status ends the open. */
+static enum nproxy_status before_step(struct nproxy_rank *r, const struct nproxy_rank_opts *o,
+				      enum nproxy_rank_step step)
+{
+	enum nproxy_status st;
+
+	if (!o->step_hook)
+		return NPROXY_SUCCESS;
+	st = o->step_hook(r, step, o->step_arg);
+	if (st != NPROXY_SUCCESS)
+		return rank_fail(r, st, "the caller's hook before step %d: %s", (int)step,
+				 nproxy_status_str(st));
+	return st;
+}
+
 enum nproxy_status nproxy_rank_open(const struct nproxy_rank_opts *opts,
 				    struct nproxy_rank **out)
 {
@@ -358,13 +373,21 @@ enum nproxy_status nproxy_rank_open(const struct nproxy_rank_opts *opts,
 	r->idle_policy = choose_idle_policy(r, opts);
 	r->gid = opts->ranks_per_proxy ? opts->local_rank / opts->ranks_per_proxy : opts->local_rank;
 	if (r->local_size > 1) {
-		st = open_bus(r, opts);
+		st = before_step(r, opts, NPROXY_RANK_STEP_BUS);
+		if (st == NPROXY_SUCCESS)
+			st = open_bus(r, opts);
 		if (st != NPROXY_SUCCESS)
 			goto fail;
 	}
-	st = open_net(r, opts);
+	st = before_step(r, opts, NPROXY_RANK_STEP_ENGINE);
+	if (st == NPROXY_SUCCESS)
+		st = open_net(r, opts);
+	if (st == NPROXY_SUCCESS)
+		st = before_step(r, opts, NPROXY_RANK_STEP_REGION);
 	if (st == NPROXY_SUCCESS)
 		st = open_hs(r, opts);
+	if (st == NPROXY_SUCCESS)
+		st = before_step(r, opts, NPROXY_RANK_STEP_COMM);
 	if (st == NPROXY_SUCCESS)
 		st = open_comm(r, opts);
 	if (st != NPROXY_SUCCESS)
@@ -400,6 +423,14 @@ void nproxy_rank_close(struct nproxy_rank *r)
 				   r->rank, nproxy_status_str(st), nproxy_bp_strerror(r->bp));
 	}
 	rank_release(r, true);
+	free(r);
+}
+
+void nproxy_rank_abandon(struct nproxy_rank *r)
+{
+	if (!r)
+		return;
+	rank_release(r, false);
 	free(r);
 }
 

@@ -90,6 +90,97 @@ TEST(a_lone_rank_has_no_bus)
 	nproxy_rank_close(NULL);
 }
 
+/* The caller's step hook: every step in order, the bus there from the engine on. */
+struct steps_seen {
+	int steps[8];
+	bool bus_at_engine;
+	int n;
+	enum nproxy_rank_step fail_at;
+};
+
+static enum nproxy_status record_step(struct nproxy_rank *rk, enum nproxy_rank_step step,
+				      void *arg)
+{
+	struct steps_seen *seen = arg;
+
+	if (seen->n < 8)
+		seen->steps[seen->n++] = (int)step;
+	if (step == NPROXY_RANK_STEP_ENGINE)
+		seen->bus_at_engine = nproxy_rank_bp(rk) != NULL;
+	return step == seen->fail_at ? NPROXY_CANCELLED : NPROXY_SUCCESS;
+}
+
+static int hook_main(uint32_t i, void *arg)
+{
+	struct job *job = arg;
+	struct nproxy_rank_opts o = rt_opts(job->id, i, job->n_ranks);
+	struct steps_seen seen = { .n = 0 };
+	struct nproxy_rank *rk;
+
+	o.step_hook = record_step;
+	o.step_arg = &seen;
+	if (nproxy_rank_open(&o, &rk))
+		return 10;
+	nproxy_rank_close(rk);
+	if (seen.n != 4 || seen.steps[0] != NPROXY_RANK_STEP_BUS ||
+	    seen.steps[1] != NPROXY_RANK_STEP_ENGINE || seen.steps[2] != NPROXY_RANK_STEP_REGION ||
+	    seen.steps[3] != NPROXY_RANK_STEP_COMM || !seen.bus_at_engine)
+		return 11;
+	return 0;
+}
+
+TEST(the_step_hook_sees_every_step_in_order)
+{
+	struct job job = { .n_ranks = 2 };
+	int codes[RT_MAX_RANKS];
+
+	rt_job_id(job.id, sizeof(job.id), "hook");
+	rt_run_forked(2, hook_main, &job, 3 * RT_WAIT_MS, codes);
+	EXPECT_EQ(0, codes[0]);
+	EXPECT_EQ(0, codes[1]);
+}
+
+/* A hook that says no ends the open with its status, nothing left. */
+TEST(a_failing_hook_ends_the_open)
+{
+	struct nproxy_rank_opts o = rt_opts(NULL, 0, 1);
+	struct steps_seen seen = { .fail_at = NPROXY_RANK_STEP_COMM };
+	struct rt_census before, after;
+	struct nproxy_rank *rk;
+
+	o.step_hook = record_step;
+	o.step_arg = &seen;
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_rank_open(&(struct nproxy_rank_opts){ .size = sizeof(o),
+		.n_ranks = 1, .provider = "shm", .backend = NPROXY_HS_MEMFD }, &rk));
+	nproxy_rank_close(rk);	/* warm-up: what stays for good is not a leak */
+	before = rt_census();
+	EXPECT_ST(NPROXY_CANCELLED, nproxy_rank_open(&o, &rk));
+	EXPECT_EQ(NULL, rk);
+	EXPECT_EQ(3, seen.n);
+	EXPECT_NE(NULL, strstr(nproxy_rank_strerror(NULL), "hook"));
+	EXPECT_TRUE(rt_census_settles(before, &after));
+}
+
+/* Abandon: the same teardown, at once. */
+TEST(abandon_leaves_nothing)
+{
+	struct nproxy_rank_opts o = rt_opts(NULL, 0, 1);
+	struct rt_census before, after;
+	struct nproxy_rank *rk;
+
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_rank_open(&o, &rk));
+	nproxy_rank_close(rk);
+	before = rt_census();
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_rank_open(&o, &rk));
+	nproxy_rank_abandon(rk);
+	nproxy_rank_abandon(NULL);
+	EXPECT_TRUE(rt_census_settles(before, &after)) {
+		TH_LOG("fds %d->%d threads %d->%d maps %d->%d shm %d->%d", before.fds, after.fds,
+		       before.threads, after.threads, before.shared_maps, after.shared_maps,
+		       before.shm_files, after.shm_files);
+	}
+}
+
 /* More ranks on this host than cpus: the comm's spin window yields. */
 static int policy_main(uint32_t i, void *arg)
 {
