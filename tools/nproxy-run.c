@@ -181,7 +181,7 @@ static int run_launched(const struct run_opts *o, struct run_place *place)
 	if (tid)
 		pthread_join(tid, NULL);
 	run_progress_finish(&pt.prog);
-	if (code == RUN_EXIT_FAILURE && o->provider && strstr(rec->error, "libfabric engine"))
+	if (code == RUN_EXIT_FAILURE && o->provider && strstr(rec->error, "provider"))
 		explain_provider(o->provider, rec->error, sizeof(rec->error));
 	if (code)
 		fprintf(stderr, "nproxy-run: %s\n", rec->error[0] ? rec->error : "failed");
@@ -473,7 +473,7 @@ static int run_forked(const struct run_opts *o)
 		return code;
 	supervise(&sv);
 	code = verdict(&sv);
-	if (code == RUN_EXIT_FAILURE && o->provider && strstr(sv.msg, "libfabric engine"))
+	if (code == RUN_EXIT_FAILURE && o->provider && strstr(sv.msg, "provider"))
 		explain_provider(o->provider, sv.msg, sizeof(sv.msg));
 	print_errors(&sv);
 	/* Every finished size is reported, whatever stopped the run. */

@@ -23,6 +23,7 @@
 #include <nproxy/handshake.h>
 #include <nproxy/net.h>
 #include <nproxy/proxy.h>
+#include <nproxy/rank.h>
 #include "run.h"
 
 /* One rank of this process: what it opened, its buffers, its current op. */
@@ -34,6 +35,7 @@ struct run_rank {
 	uint32_t bus_rank, bus_size;	/* bananaphone: 0 size = no bus */
 	bool net_over_bus;
 
+	struct nproxy_rank *nrank;	/* owns the four below */
 	struct nproxy_bp *bp;
 	struct nproxy_net *net;
 	struct nproxy_hs *hs;

@@ -79,7 +79,12 @@ struct nproxy_rank_opts {
 	enum nproxy_hs_backend backend;	/* AUTO: NPROXY_HANDSHAKE, else kmod if loaded, else memfd */
 	uint32_t n_streams;	/* trigger words, 1..NPROXY_MAX_STREAMS; 0: 1 */
 	uint32_t n_sems;	/* semaphores, 1..NPROXY_MAX_SEMS; 0: n_ranks + 1, at most NPROXY_MAX_SEMS */
-	uint32_t ranks_per_proxy; /* local ranks sharing one proxy worker; 0: environment, see <nproxy/proxy.h> */
+	/* This rank's device among the devices its process drives (the
+	 * runtime's nec_dev); picks the proxy group with ranks_per_proxy:
+	 * gid = device_index / ranks_per_proxy.  A process opening several
+	 * ranks gives each its own. */
+	uint32_t device_index;
+	uint32_t ranks_per_proxy; /* 0: environment, see <nproxy/proxy.h> */
 	/*
 	 * DEFAULT: the comm's default (NPROXY_IDLE_POLICY, NPROXY_ONE_THREAD_PER_CORE,
 	 * else ADAPTIVE), except that when this host's ranks (local_size)

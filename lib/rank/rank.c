@@ -295,7 +295,7 @@ static enum nproxy_status open_comm(struct nproxy_rank *r, const struct nproxy_r
 
 	co.rank = r->rank;
 	co.n_ranks = r->n_ranks;
-	co.device_index = o->local_rank;
+	co.device_index = o->device_index;
 	co.ranks_per_proxy = o->ranks_per_proxy;
 	co.flags = NPROXY_COMM_F_DEVICE_WAIT;
 	co.idle_policy = r->idle_policy;
@@ -306,7 +306,7 @@ static enum nproxy_status open_comm(struct nproxy_rank *r, const struct nproxy_r
 	st = nproxy_comm_open(&co, &r->comm);
 	if (st != NPROXY_SUCCESS)
 		return rank_fail(r, st, "proxy comm (device %u, idle policy %d): %s",
-				 o->local_rank, (int)co.idle_policy, nproxy_status_str(st));
+				 o->device_index, (int)co.idle_policy, nproxy_status_str(st));
 	return st;
 }
 
@@ -371,7 +371,7 @@ enum nproxy_status nproxy_rank_open(const struct nproxy_rank_opts *opts,
 	if (st != NPROXY_SUCCESS)
 		goto fail;
 	r->idle_policy = choose_idle_policy(r, opts);
-	r->gid = opts->ranks_per_proxy ? opts->local_rank / opts->ranks_per_proxy : opts->local_rank;
+	r->gid = opts->ranks_per_proxy ? opts->device_index / opts->ranks_per_proxy : opts->device_index;
 	if (r->local_size > 1) {
 		st = before_step(r, opts, NPROXY_RANK_STEP_BUS);
 		if (st == NPROXY_SUCCESS)

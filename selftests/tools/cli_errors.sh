@@ -56,7 +56,7 @@ if [[ ! -e /dev/nproxy ]]; then
 		"$RUN" --handshake kmod -p 2 -s 4K
 fi
 expect "run: library log lines carry monotonic time, level and thread" 5 \
-	"^nproxy\\[[0-9]+\\] [0-9]+\\.[0-9]{6} error [^ :]+: net rank 0: no RDM tagged provider" \
+	"^nproxy\\[[0-9]+\\] [0-9]+\\.[0-9]{6} error [^ :]+: rank 0: options: provider 'nosuch'" \
 	env -u NPROXY_HANDSHAKE NPROXY_HANDSHAKE=memfd "$RUN" --provider nosuch -p 2 -s 4K -n 1 --timeout 60
 expect "run: a bad --provider lists the available ones" 5 "provider 'nosuch' is not available here \\(libfabric offers: .*'shm'" \
 	env -u NPROXY_HANDSHAKE NPROXY_HANDSHAKE=memfd "$RUN" --provider nosuch -p 2 -s 4K -n 1 --timeout 60
