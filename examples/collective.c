@@ -140,7 +140,7 @@ static int allgather(struct nproxy_rank *rk, uint32_t rank, uint32_t n, uint32_t
 		st = nproxy_wait_status(comm, ctx, NPROXY_TASK_BARRIER, TIMEOUT_MS);
 	if (st != NPROXY_SUCCESS) {
 		fprintf(stderr, "rank %u: proxy tasks: %s %s\n", rank, nproxy_status_str(st),
-			nproxy_net_strerror(net));
+			nproxy_comm_strerror(comm));
 		nproxy_hs_cancel(hs);
 		nproxy_hs_wait(hs, TIMEOUT_MS, NULL);
 		goto out;

@@ -5,7 +5,7 @@
 # name in each page's NAME section, so that `man FUNCTION` finds the area
 # page that documents it (its SYNOPSIS has the prototype).
 #
-# Prints one "ALIAS=PAGE" word per alias (bp_create=bananaphone.3): ALIAS.3
+# Prints one "ALIAS=PAGE" word per alias (nproxy_bp_open=bananaphone.3): ALIAS.3
 # is installed as the one line ".so man3/PAGE".  A page's own name is not
 # an alias.  Fails when two pages claim one name or a name is a page of
 # its own, so an alias never hides a real page.

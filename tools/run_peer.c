@@ -29,7 +29,7 @@ enum nproxy_status run_peers_watch(struct run_rank *rc)
 	void *all = NULL;
 
 	st = nproxy_bp_allgather(rc->bp, &me, sizeof(me), &all, lens, offs,
-			  run_remaining_ms(rc->deadline));
+			  run_remaining_ms(rc->deadline) ?: 1);
 	if (st != NPROXY_SUCCESS) {
 		snprintf(rc->err, sizeof(rc->err), "rank %u: bananaphone pid exchange: %s (%s)",
 			 rc->rank, nproxy_status_str(st), nproxy_bp_strerror(rc->bp));

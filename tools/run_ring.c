@@ -200,7 +200,7 @@ static int op_finish(struct run_rank *rc, double deadline)
 	for (int i = 0; i < 2; i++) {
 		int ms = run_remaining_ms(deadline);
 
-		/* After a failure only look briefly: comm_free aborts the rest. */
+		/* After a failure only look briefly: nproxy_comm_close aborts the rest. */
 		if (code != RUN_EXIT_OK && ms > 1000)
 			ms = 1000;
 

@@ -136,17 +136,19 @@ struct nproxy_bp;
 NPROXY_API enum nproxy_status nproxy_rank_open(const struct nproxy_rank_opts *opts,
 					       struct nproxy_rank **out);
 /*
- * Tear down in reverse order: comm (aborting unfinished tasks), engine,
- * handshake region, bus.  With a bus, first waits (bounded by the open
+ * Tear down: comm (aborting unfinished tasks), engine, handshake region,
+ * bus.  With a bus, first waits (bounded by the open
  * timeout; a dead peer ends it at once) until every local rank closes, so
  * no endpoint goes away while a peer may still use it.  NULL is a no-op.
  */
 NPROXY_API void nproxy_rank_close(struct nproxy_rank *rank);
 /*
  * The same teardown after a failure that leaves the peers unsure of this
- * rank's state: no wait for them and no hangup, so that they see this rank
- * die rather than leave (and the bus names the peer recorded with
- * nproxy_bp_abandon(), if any).  NULL is a no-op.
+ * rank's state: no wait for them and no hangup, so that once this process
+ * exits they see this rank die rather than leave (they watch its pidfd;
+ * while the process lives on they wait up to their own timeouts), and the
+ * bus names the peer recorded with nproxy_bp_abandon(), if any.  NULL is a
+ * no-op.
  */
 NPROXY_API void nproxy_rank_abandon(struct nproxy_rank *rank);
 

@@ -5,8 +5,10 @@
  * This is the reference runtime's libnrt <-> libnccom boundary
  * (ncclStartNetworkProxy / ncclNetworkProxyProgress / ncclStopNetworkProxy)
  * as a C ops table.  The engine behind it is passive: it moves only when
- * the proxy worker calls progress().  Implementations: the libfabric engine
- * (<nproxy/net.h>) and an in-process loopback used by unit tests.
+ * the proxy worker calls progress().  The library's implementation is the
+ * libfabric engine (<nproxy/net.h>); the in-process loopback the proxy
+ * tests use lives in selftests/common (test support, not part of the
+ * library).
  *
  * Threading: every call for one engine comes from one thread at a time
  * (the proxy worker of the engine's group), so engines need no locks of

@@ -216,6 +216,8 @@ enum npx_env_found npx_env_choice(const char *name, const char *const *names, si
  */
 enum npx_env_found npx_env_u32_strict(const char *name, uint32_t min, uint32_t max,
 				      uint32_t *out);
+/* Ranks per shared proxy: requested, else the environment, else 1 (env.c). */
+enum nproxy_status npx_ranks_per_proxy(uint32_t requested, uint32_t *out);
 
 /*
  * An object's last error text (errbuf.c): format into buf (always

@@ -113,3 +113,36 @@ enum npx_env_found npx_env_choice(const char *name, const char *const *names, si
 		   dflt < n_names && names[dflt] ? names[dflt] : "the default");
 	return NPX_ENV_BAD;
 }
+
+/*
+ * Ranks per shared proxy (the group's gid is device index / this): the
+ * caller's value, else NPROXY_RANKS_PER_NETWORK_PROXY, else the reference
+ * runtime's NEURON_RT_RANKS_PER_NETWORK_PROXY, else 1.  Here so that the
+ * comm and a rank's handshake region derive the same gid from one reading.
+ */
+enum nproxy_status npx_ranks_per_proxy(uint32_t requested, uint32_t *out)
+{
+	static const char *const vars[] = {
+		"NPROXY_RANKS_PER_NETWORK_PROXY",
+		"NEURON_RT_RANKS_PER_NETWORK_PROXY",
+	};
+	size_t i;
+
+	*out = requested ? requested : 1;
+	if (requested)
+		return NPROXY_SUCCESS;
+	for (i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		uint32_t n = 0;
+
+		switch (npx_env_u32_strict(vars[i], 1, INT_MAX, &n)) {
+		case NPX_ENV_SET:
+			*out = n;
+			return NPROXY_SUCCESS;
+		case NPX_ENV_BAD:
+			return NPROXY_INVALID;
+		default:
+			break;
+		}
+	}
+	return NPROXY_SUCCESS;
+}

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * An object's last error text.  Every object that keeps one (the network
- * engine, the rendezvous, the bus) formats it here, so the text a caller
- * reads back is always terminated and is exactly what the log said, there
- * after the object's name (who: "net rank 3").
+ * An object's last error text.  The network engine and the rendezvous
+ * (lib/net) format theirs here, so the text a caller reads back is always
+ * terminated and is exactly what the log said, there after the object's
+ * name (who: "net rank 3").  The other subsystems format their own text
+ * by the same rule.
  */
 #include <stdio.h>
 #include "common/common_internal.h"

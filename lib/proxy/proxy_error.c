@@ -52,6 +52,13 @@ enum nproxy_status npx_comm_note(const struct nproxy_comm *comm, enum nproxy_sta
 	return st;
 }
 
+/* A new nproxy_comm_open() starts with no text of an earlier failure. */
+void npx_comm_err_clear(void)
+{
+	comm_err_text[0] = '\0';
+	comm_err_of = NULL;
+}
+
 const char *nproxy_comm_strerror(const struct nproxy_comm *comm)
 {
 	return comm_err_of == comm ? comm_err_text : "";

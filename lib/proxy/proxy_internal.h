@@ -238,6 +238,8 @@ enum nproxy_status npx_comm_err(const struct nproxy_comm *comm, enum nproxy_stat
  * runtime's own words by the caller. */
 enum nproxy_status npx_comm_note(const struct nproxy_comm *comm, enum nproxy_status st,
 				 const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Forget this thread's text: a new nproxy_comm_open() starts clean. */
+void npx_comm_err_clear(void);
 
 /* ---- proxy_queue.c ---- */
 struct proxy_queue *npx_proxy_queue_create(uint32_t gid, enum nproxy_idle_policy policy,
@@ -276,7 +278,7 @@ enum nproxy_idle_policy npx_proxy_idle_policy_from_env(void);
 void *npx_proxy_cache_get(struct nproxy_comm *comm, enum proxy_cache_kind kind);
 /* Keep obj for reuse; false when the cache is full (the caller frees it). */
 bool npx_proxy_cache_put(struct nproxy_comm *comm, enum proxy_cache_kind kind, void *obj);
-/* Empty the cache of kind, calling release on every object (comm_free). */
+/* Empty the cache of kind, calling release on every object (nproxy_comm_close). */
 void npx_proxy_cache_drain(struct nproxy_comm *comm, enum proxy_cache_kind kind,
 		       void (*release)(void *obj));
 

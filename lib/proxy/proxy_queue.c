@@ -421,7 +421,7 @@ static void queue_process(struct proxy_queue *q)
 		/* An append since seen makes the park return at once. */
 		if (idle)
 			idle_wait(q, &is, seen, c.polled);
-		/* comm_free/destroy wait for mtx: let them in before re-ticking. */
+		/* nproxy_comm_close/destroy wait for mtx: let them in before re-ticking. */
 		while (__atomic_load_n(&q->lock_waiters, __ATOMIC_RELAXED))
 			sched_yield();
 		pthread_mutex_lock(&q->mtx);

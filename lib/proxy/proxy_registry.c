@@ -17,7 +17,6 @@
 #include <nproxy/handshake.h>
 #include "proxy_internal.h"
 
-#define DEFAULT_RANKS_PER_PROXY	1u
 #define DEFAULT_TIMEOUT_S	300u
 
 struct registry_node {
@@ -43,32 +42,6 @@ static long env_positive(const char *name)
 	default:
 		return 0;
 	}
-}
-
-static enum nproxy_status resolve_ranks_per_proxy(uint32_t requested, uint32_t *out)
-{
-	static const char *const vars[] = {
-		"NPROXY_RANKS_PER_NETWORK_PROXY",
-		"NEURON_RT_RANKS_PER_NETWORK_PROXY",
-	};
-	size_t i;
-
-	if (requested) {
-		*out = requested;
-		return NPROXY_SUCCESS;
-	}
-	for (i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-		long n = env_positive(vars[i]);
-
-		if (n < 0)
-			return NPROXY_INVALID;
-		if (n > 0) {
-			*out = (uint32_t)n;
-			return NPROXY_SUCCESS;
-		}
-	}
-	*out = DEFAULT_RANKS_PER_PROXY;
-	return NPROXY_SUCCESS;
 }
 
 /* "0-1,3" -> set.  Every CPU must be < CPU_SETSIZE; empty lists are invalid. */
@@ -151,30 +124,73 @@ static enum nproxy_status check_opts(const struct nproxy_comm_opts *in,
 	return NPROXY_SUCCESS;
 }
 
+/*
+ * The comm's group: the existing one with its gid (SHARE: its queue and
+ * worker are reused) or a new one whose worker starts now.
+ */
+static enum nproxy_status join_group(struct nproxy_comm *comm, enum nproxy_idle_policy policy)
+{
+	struct registry_node *node;
+	enum nproxy_status rc;
+
+	pthread_mutex_lock(&registry_lock);
+	for (node = registry_head; node; node = node->next)
+		if (node->gid == comm->gid)
+			break;
+	if (node) {
+		node->refcnt++;		/* SHARE: the queue and its worker are reused */
+	} else {
+		node = calloc(1, sizeof(*node));
+		if (!node) {
+			pthread_mutex_unlock(&registry_lock);
+			return npx_comm_err(NULL, NPROXY_RESOURCE, "nproxy_comm_open: out of memory");
+		}
+		rc = create_group_queue(comm->gid, policy, npx_proxy_spin_ns_from_env(),
+					&node->queue);
+		if (rc != NPROXY_SUCCESS) {
+			pthread_mutex_unlock(&registry_lock);
+			free(node);
+			return npx_comm_note(NULL, rc, "nproxy_comm_open: proxy group %u: no worker: %s",
+					     comm->gid, nproxy_status_str(rc));
+		}
+		node->gid = comm->gid;
+		node->refcnt = 1;
+		node->next = registry_head;
+		registry_head = node;
+	}
+	comm->queue = node->queue;
+	pthread_mutex_unlock(&registry_lock);
+	return NPROXY_SUCCESS;
+}
+
 enum nproxy_status nproxy_comm_open(const struct nproxy_comm_opts *in, struct nproxy_comm **out)
 {
 	struct nproxy_comm_opts opts;
-	struct registry_node *node;
 	struct nproxy_comm *comm;
 	enum nproxy_status rc;
 	long timeout;
 
+	npx_comm_err_clear();
 	if (!out)
-		return NPROXY_INVALID;
+		return npx_comm_err(NULL, NPROXY_INVALID, "nproxy_comm_open: out is NULL");
 	*out = NULL;
 	rc = check_opts(in, &opts);
 	if (rc != NPROXY_SUCCESS)
 		return npx_comm_err(NULL, rc, "nproxy_comm_open: invalid options");
 	comm = calloc(1, sizeof(*comm));
 	if (!comm)
-		return NPROXY_RESOURCE;
-	rc = resolve_ranks_per_proxy(opts.ranks_per_proxy, &comm->ranks_per_proxy);
-	if (rc != NPROXY_SUCCESS)
+		return npx_comm_err(NULL, NPROXY_RESOURCE, "nproxy_comm_open: out of memory");
+	rc = npx_ranks_per_proxy(opts.ranks_per_proxy, &comm->ranks_per_proxy);
+	if (rc != NPROXY_SUCCESS) {
+		/* The parser logged the variable and its value. */
+		npx_comm_note(NULL, rc, "nproxy_comm_open: bad ranks per network proxy (see the log)");
 		goto err_free;
+	}
 	/* The environment speaks seconds, as the reference runtime's does. */
 	timeout = opts.timeout_ms ? 0 : env_positive("NPROXY_PROXY_TIMEOUT_S");
 	if (timeout < 0) {
-		rc = NPROXY_INVALID;
+		rc = npx_comm_note(NULL, NPROXY_INVALID,
+				   "nproxy_comm_open: bad NPROXY_PROXY_TIMEOUT_S (see the log)");
 		goto err_free;
 	}
 	if (timeout > UINT32_MAX / 1000)
@@ -193,33 +209,9 @@ enum nproxy_status nproxy_comm_open(const struct nproxy_comm_opts *in, struct np
 	pthread_mutex_init(&comm->cache_lock, NULL);
 	comm->spin_ns = npx_proxy_consumer_spin_ns_from_env();
 
-	pthread_mutex_lock(&registry_lock);
-	for (node = registry_head; node; node = node->next)
-		if (node->gid == comm->gid)
-			break;
-	if (node) {
-		node->refcnt++;		/* SHARE: the queue and its worker are reused */
-	} else {
-		node = calloc(1, sizeof(*node));
-		if (!node) {
-			pthread_mutex_unlock(&registry_lock);
-			rc = NPROXY_RESOURCE;
-			goto err_free;
-		}
-		rc = create_group_queue(comm->gid, opts.idle_policy, npx_proxy_spin_ns_from_env(),
-					&node->queue);
-		if (rc != NPROXY_SUCCESS) {
-			pthread_mutex_unlock(&registry_lock);
-			free(node);
-			goto err_free;
-		}
-		node->gid = comm->gid;
-		node->refcnt = 1;
-		node->next = registry_head;
-		registry_head = node;
-	}
-	comm->queue = node->queue;
-	pthread_mutex_unlock(&registry_lock);
+	rc = join_group(comm, opts.idle_policy);
+	if (rc != NPROXY_SUCCESS)
+		goto err_free;
 	/* A device that announces its triggers lets the idle worker park. */
 	comm->trigger_notify = comm->hs &&
 		nproxy_hs_set_trigger_notify(comm->hs, npx_proxy_queue_kick, comm->queue) ==

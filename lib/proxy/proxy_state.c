@@ -46,7 +46,7 @@ void npx_proxy_state_attach(struct nproxy_comm *comm)
 	ps->n_ranks = comm->n_ranks;
 	ps->gid = comm->gid;
 	ps->device_index = comm->device_index;
-	ps->timeout_s = (comm->timeout_ms + 999u) / 1000u;
+	ps->timeout_s = (uint32_t)(((uint64_t)comm->timeout_ms + 999) / 1000);
 	ps->flags = (comm->flags & NPROXY_COMM_F_DEVICE_WAIT ? NPROXY_PROXY_STATE_F_DEVICE_WAIT : 0) |
 		    (comm->flags & NPROXY_COMM_F_SKIP_NET ? NPROXY_PROXY_STATE_F_SKIP_NET : 0);
 	ps->attach_ns = npx_coarse_now_ns();

@@ -61,10 +61,6 @@ static enum nproxy_status rank_fail(struct nproxy_rank *r, enum nproxy_status st
 
 static enum nproxy_status check_opts(struct nproxy_rank *r, const struct nproxy_rank_opts *o)
 {
-	if (NPX_OPTS_CHECK(o, "nproxy_rank_open") != NPROXY_SUCCESS)
-		return rank_fail(r, NPROXY_INVALID,
-				 "options: size %u, expected at least %zu and nothing set past it",
-				 o->size, sizeof(*o));
 	if (!o->n_ranks || o->n_ranks > NPROXY_NET_MAX_RANKS || o->rank >= o->n_ranks)
 		return rank_fail(r, NPROXY_INVALID, "options: rank %u of %u ranks (1..%u ranks)",
 				 o->rank, o->n_ranks, NPROXY_NET_MAX_RANKS);
@@ -131,10 +127,14 @@ static enum nproxy_status check_provider(struct nproxy_rank *r, const char *want
 		known = i->fabric_attr && i->fabric_attr->prov_name &&
 			provider_parts_in(want, i->fabric_attr->prov_name);
 	fi_freeinfo(all);
-	if (!known)
+	if (!known) {
+		const char *only = npx_env_text("FI_PROVIDER");
+
 		return rank_fail(r, NPROXY_INVALID,
-				 "options: provider '%s': libfabric has no such provider on this host",
-				 want);
+				 "options: provider '%s': libfabric has no such provider on this host%s%s%s",
+				 want, only ? " (FI_PROVIDER=" : "", only ?: "",
+				 only ? " narrows the list)" : "");
+	}
 	return NPROXY_SUCCESS;
 }
 
@@ -280,7 +280,7 @@ static enum nproxy_idle_policy choose_idle_policy(const struct nproxy_rank *r,
 
 	if (o->idle_policy != NPROXY_IDLE_DEFAULT)
 		return o->idle_policy;
-	if (getenv("NPROXY_IDLE_POLICY") || getenv("NPROXY_ONE_THREAD_PER_CORE"))
+	if (npx_env_text("NPROXY_IDLE_POLICY") || npx_env_text("NPROXY_ONE_THREAD_PER_CORE"))
 		return NPROXY_IDLE_DEFAULT;
 	if (cpus > 0 && r->local_size > (uint32_t)cpus)
 		return NPROXY_IDLE_ADAPTIVE_YIELD;
@@ -347,6 +347,7 @@ enum nproxy_status nproxy_rank_open(const struct nproxy_rank_opts *opts,
 {
 	struct nproxy_rank *r;
 	enum nproxy_status st;
+	uint32_t per_proxy;
 
 	open_err[0] = 0;
 	if (!out || !opts) {
@@ -355,9 +356,17 @@ enum nproxy_status nproxy_rank_open(const struct nproxy_rank_opts *opts,
 		return NPROXY_INVALID;
 	}
 	*out = NULL;
+	/* Before any field is read: a short struct is not read past its size. */
+	if (NPX_OPTS_CHECK(opts, "nproxy_rank_open") != NPROXY_SUCCESS) {
+		snprintf(open_err, sizeof(open_err),
+			 "rank: open: options of size %u, expected at least %zu and nothing set past it",
+			 opts->size, sizeof(*opts));
+		return NPROXY_INVALID;
+	}
 	r = calloc(1, sizeof(*r));
 	if (!r) {
 		snprintf(open_err, sizeof(open_err), "rank %u: open: out of memory", opts->rank);
+		nproxy_log(NPROXY_LOG_ERROR, "%s", open_err);
 		return NPROXY_RESOURCE;
 	}
 	r->rank = opts->rank;
@@ -371,7 +380,13 @@ enum nproxy_status nproxy_rank_open(const struct nproxy_rank_opts *opts,
 	if (st != NPROXY_SUCCESS)
 		goto fail;
 	r->idle_policy = choose_idle_policy(r, opts);
-	r->gid = opts->ranks_per_proxy ? opts->device_index / opts->ranks_per_proxy : opts->device_index;
+	/* The comm reads the same setting: its group and the region's gid agree. */
+	st = npx_ranks_per_proxy(opts->ranks_per_proxy, &per_proxy);
+	if (st != NPROXY_SUCCESS) {
+		rank_fail(r, st, "options: bad ranks per network proxy in the environment (see the log)");
+		goto fail;
+	}
+	r->gid = opts->device_index / per_proxy;
 	if (r->local_size > 1) {
 		st = before_step(r, opts, NPROXY_RANK_STEP_BUS);
 		if (st == NPROXY_SUCCESS)

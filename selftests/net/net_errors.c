@@ -35,9 +35,13 @@ TEST(bad_options)
 	o.comm_id = NPROXY_NET_MAX_COMM_ID + 1;
 	ASSERT_EQ((int)NPROXY_INVALID, (int)nproxy_net_open(&o, &net));
 	o.comm_id = 0;
-	o.rdzv_timeout_ms = -1;
+	/* At most one hour (3600000 ms); 0 is the default, tested below. */
+	o.rdzv_timeout_ms = 3600001;
 	ASSERT_EQ((int)NPROXY_INVALID, (int)nproxy_net_open(&o, &net));
+	o.timeout_ms = 3600001;
 	o.rdzv_timeout_ms = 0;
+	ASSERT_EQ((int)NPROXY_INVALID, (int)nproxy_net_open(&o, &net));
+	o.timeout_ms = 0;
 	/* Two ranks, no bus, no root address. */
 	unsetenv("NPROXY_ROOT_COMM_ID");
 	ASSERT_EQ((int)NPROXY_INVALID, (int)nproxy_net_open(&o, &net));

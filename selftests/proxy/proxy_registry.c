@@ -139,6 +139,15 @@ TEST(gid_from_env_ranks_per_proxy_and_neuron_rt_fallback)
 	EXPECT_ST(NPROXY_INVALID, nproxy_comm_open(&o, &c));
 	capture_stop();
 	EXPECT_EQ(0u, nproxy_proxy_group_count());
+	/* The failed open's reason stays for this thread, and a good open clears it. */
+	EXPECT_NE(NULL, strstr(nproxy_comm_strerror(NULL), "ranks per network proxy")) {
+		TH_LOG("nproxy_comm_strerror(NULL) = \"%s\"", nproxy_comm_strerror(NULL));
+	}
+	unsetenv("NPROXY_RANKS_PER_NETWORK_PROXY");
+	unsetenv("NEURON_RT_RANKS_PER_NETWORK_PROXY");
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
+	EXPECT_STREQ("", nproxy_comm_strerror(NULL));
+	nproxy_comm_close(c);
 }
 
 static int worker_cpus(int tid, cpu_set_t *set)

@@ -4,7 +4,7 @@
  * (struct nproxy_proxy_state, lib/proxy/proxy_state.c): the header names the comm
  * and its worker; a task's slot follows it from WAITING_DEVICE_TRIGGER
  * (with the trigger word it waits on) to DONE; the device program and the
- * step the device is in are there for the hang evidence; comm_free marks
+ * step the device is in are there for the hang evidence; nproxy_comm_close marks
  * the worker STOPPED.  Runs on the memfd backend on the host and on the
  * module's page in the VM (lib-kmod.vm.sh).
  */

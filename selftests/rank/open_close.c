@@ -6,6 +6,7 @@
  * lone rank needs no bus; the idle policy follows the host's cpus.
  */
 #include "kselftest_harness.h"
+#include <nproxy/log.h>
 #include "rank_test.h"
 
 #undef TEST_TIMEOUT_DEFAULT
@@ -88,6 +89,42 @@ TEST(a_lone_rank_has_no_bus)
 	EXPECT_EQ(0, rt_allgather(rk, 0, 1, 16, err, sizeof(err)));
 	nproxy_rank_close(rk);
 	nproxy_rank_close(NULL);
+}
+
+/* The region's gid as the handshake logs it when the region opens. */
+static int logged_region_gid = -1;
+
+static void catch_region_gid(enum nproxy_log_level level, const char *line, void *arg)
+{
+	const char *g = strstr(line, "handshake region ");
+
+	(void)arg;
+	(void)level;
+	if (g && (g = strstr(g, " gid ")))
+		logged_region_gid = atoi(g + 5);
+}
+
+/*
+ * With ranks per proxy left to the environment, the handshake region and
+ * the comm read the same setting: one gid for both (device 3, 2 per
+ * proxy: group 1), as nproxyctl region and top show them side by side.
+ */
+TEST(the_region_and_the_comm_agree_on_the_group)
+{
+	struct nproxy_rank_opts o = rt_opts(NULL, 0, 1);
+	struct nproxy_rank *rk;
+
+	o.device_index = 3;
+	ASSERT_EQ(0, setenv("NPROXY_RANKS_PER_NETWORK_PROXY", "2", 1));
+	nproxy_log_set_sink(catch_region_gid, NULL);
+	nproxy_log_set_level(NPROXY_LOG_DEBUG);
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_rank_open(&o, &rk));
+	nproxy_log_set_sink(NULL, NULL);
+	nproxy_log_set_level(NPROXY_LOG_WARN);
+	unsetenv("NPROXY_RANKS_PER_NETWORK_PROXY");
+	EXPECT_EQ(1u, nproxy_comm_gid(nproxy_rank_comm(rk)));
+	EXPECT_EQ(1, logged_region_gid);
+	nproxy_rank_close(rk);
 }
 
 /* The caller's step hook: every step in order, the bus there from the engine on. */
