@@ -65,19 +65,6 @@ static int run_op(struct nproxy_bp *bp, enum op op, const void *blob, int iters,
 	return 0;
 }
 
-/* This rank's end of the bus: rank 0 creates it, the others connect. */
-static enum nproxy_status bus_open(const char *job, uint32_t rank, uint32_t n, uint32_t timeout_ms,
-				   struct nproxy_bp **bp)
-{
-	struct nproxy_bp_opts o = NPROXY_BP_OPTS_INIT;
-
-	o.job_id = job;
-	o.rank = rank;
-	o.n_ranks = n;
-	o.timeout_ms = timeout_ms;
-	return nproxy_bp_open(&o, bp);
-}
-
 static int rank_main(const char *job, uint32_t rank, uint32_t n, int iters, int warmup,
 		     double *out)
 {
@@ -87,7 +74,7 @@ static int rank_main(const char *job, uint32_t rank, uint32_t n, int iters, int 
 	int op;
 
 	memset(blob, (int)rank, sizeof(blob));
-	if (bus_open(job, rank, n, 10000, &bp) != NPROXY_SUCCESS) {
+	if (nproxy_test_bp_open(job, rank, n, 10000, &bp) != NPROXY_SUCCESS) {
 		fprintf(stderr, "bp_bench: join: %s\n", nproxy_bp_strerror(NULL));
 		return 1;
 	}
@@ -131,7 +118,7 @@ static int detect_rank(const char *job, uint32_t rank, uint32_t n, struct detect
 	enum nproxy_status st;
 	struct nproxy_bp *bp;
 
-	if (bus_open(job, rank, n, 10000, &bp) != NPROXY_SUCCESS)
+	if (nproxy_test_bp_open(job, rank, n, 10000, &bp) != NPROXY_SUCCESS)
 		return 1;
 	do {
 		st = nproxy_bp_barrier(bp, 20000);

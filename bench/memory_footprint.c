@@ -48,47 +48,6 @@ static double rss_kib(void)
 	return res < 0 ? -1 : (double)res * (double)sysconf(_SC_PAGESIZE) / 1024.0;
 }
 
-static struct nproxy_fifo_set fifo_set;
-static uint32_t trigger_word;
-
-static int add_idle_task(struct nproxy_comm **out)
-{
-	struct nproxy_comm_opts o;
-	struct nproxy_cc_op op;
-
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.n_ranks = 1;
-	o.ranks_per_proxy = 1;		/* all on device 0: one worker */
-	o.idle_policy = NPROXY_IDLE_YIELD;
-	o.seam.ops = &nproxy_test_idle_seam_ops;
-	if (nproxy_comm_open(&o, out))
-		return -1;
-	memset(&op, 0, sizeof(op));
-	op.size = sizeof(op);
-	op.streams_n = 1;
-	op.streams[0].blocks = &fifo_set;
-	op.streams[0].n_blocks = 1;
-	op.trigger_words[0] = (volatile uint32_t *)&trigger_word;
-	return nproxy_enq_proxy_tasks(*out, &op, 0, NULL) ? -1 : 0;
-}
-
-/* Wait (bounded) until the worker runs exactly n tasks (barriers finished). */
-static int settle(unsigned int n, struct nproxy_proxy_stats *st)
-{
-	int i;
-
-	for (i = 0; i < TICK_WAIT_S * 100; i++) {
-		nproxy_proxy_group_stats(0, st);
-		if (st->tasks_active == n)
-			return 0;
-		usleep(10000);
-	}
-	fprintf(stderr, "memory_footprint: worker has %u tasks, not %u, after %d s\n",
-		(unsigned int)st->tasks_active, n, TICK_WAIT_S);
-	return -1;
-}
-
 /* Wait (bounded) until the worker has ticked n times since `from`. */
 static int wait_ticks(unsigned long long from, unsigned long long n,
 		      struct nproxy_proxy_stats *st)
@@ -117,15 +76,22 @@ static int proxy_part(unsigned long long ticks)
 	unsigned int i;
 
 	base = rss_kib();
-	if (add_idle_task(&comms[0]) || settle(1, &st))
+	if (nproxy_test_idle_task_open(NPROXY_IDLE_YIELD, &comms[0]) ||
+	    nproxy_test_idle_tasks_settle(1, TICK_WAIT_S * 1000, &st)) {
+		fprintf(stderr, "memory_footprint: no idle task on the worker after %d s\n",
+			TICK_WAIT_S);
 		return -1;
+	}
 	usleep(100000);
 	one = rss_kib();
 	for (i = 1; i < MANY; i++)
-		if (add_idle_task(&comms[i]))
+		if (nproxy_test_idle_task_open(NPROXY_IDLE_YIELD, &comms[i]))
 			return -1;
-	if (settle(MANY, &st))
+	if (nproxy_test_idle_tasks_settle(MANY, TICK_WAIT_S * 1000, &st)) {
+		fprintf(stderr, "memory_footprint: worker has %u tasks, not %u, after %d s\n",
+			(unsigned int)st.tasks_active, MANY, TICK_WAIT_S);
 		return -1;
+	}
 	usleep(100000);
 	many = rss_kib();
 	/* "Before" is taken after WARM_TICKS, once one-time lazy allocations are done. */
@@ -183,19 +149,6 @@ static int segment_stat(struct stat *out)
 	return found;
 }
 
-/* This rank's end of the bus: rank 0 creates it, the others connect. */
-static enum nproxy_status bus_open(const char *job, uint32_t rank, uint32_t n, uint32_t timeout_ms,
-				   struct nproxy_bp **bp)
-{
-	struct nproxy_bp_opts o = NPROXY_BP_OPTS_INIT;
-
-	o.job_id = job;
-	o.rank = rank;
-	o.n_ranks = n;
-	o.timeout_ms = timeout_ms;
-	return nproxy_bp_open(&o, bp);
-}
-
 static int bp_rank_main(const char *job, uint32_t rank, uint32_t n, struct stat *st)
 {
 	static char blob[4096];
@@ -204,7 +157,7 @@ static int bp_rank_main(const char *job, uint32_t rank, uint32_t n, struct stat 
 	struct nproxy_bp *bp;
 	int rc = 1;
 
-	if (bus_open(job, rank, n, 30000, &bp) !=
+	if (nproxy_test_bp_open(job, rank, n, 30000, &bp) !=
 	    NPROXY_SUCCESS) {
 		fprintf(stderr, "memory_footprint: rank %u of %u: join failed\n", rank, n);
 		return 1;

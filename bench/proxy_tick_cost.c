@@ -33,13 +33,10 @@ int main(int argc, char **argv)
 {
 	unsigned int secs = argc > 1 ? (unsigned int)atoi(argv[1]) : 1;
 	static const unsigned int counts[] = { 1, 16, 256 };
-	struct nproxy_fifo_set fs;
-	uint32_t trig = 0;
 	size_t k;
 
 	if (!secs)
 		secs = 1;
-	memset(&fs, 0, sizeof(fs));
 	printf("# worker CPU time per step / per tick, busy-spin, %u s per point\n", secs);
 	printf("| idle tasks | ns/task-step | ns/tick | bare progress() call ns | step/bare |\n");
 	printf("|------------|--------------|---------|-------------------------|-----------|\n");
@@ -51,32 +48,15 @@ int main(int argc, char **argv)
 		double per_step, bare;
 		int tid;
 
-		for (i = 0; i < n; i++) {
-			struct nproxy_comm_opts o;
-			struct nproxy_cc_op op;
-
-			memset(&o, 0, sizeof(o));
-			o.size = sizeof(o);
-			o.n_ranks = 1;
-			o.ranks_per_proxy = 1;		/* all on device 0: one group */
-			o.idle_policy = NPROXY_IDLE_SPIN;
-			o.seam.ops = &nproxy_test_idle_seam_ops;
-			if (nproxy_comm_open(&o, &comms[i]))
+		for (i = 0; i < n; i++)
+			if (nproxy_test_idle_task_open(NPROXY_IDLE_SPIN, &comms[i]))
 				return 1;
-			memset(&op, 0, sizeof(op));
-			op.size = sizeof(op);
-			op.streams_n = 1;
-			op.streams[0].blocks = &fs;
-			op.streams[0].n_blocks = 1;
-			op.trigger_words[0] = (volatile uint32_t *)&trig;
-			if (nproxy_enq_proxy_tasks(comms[i], &op, 0, NULL))
-				return 1;
-		}
 		/* Let the barrier tasks finish: n network tasks stay, all IDLE. */
-		do {
-			usleep(10000);
-			nproxy_proxy_group_stats(0, &a);
-		} while (a.tasks_active != n);
+		if (nproxy_test_idle_tasks_settle(n, 120000, &a)) {
+			fprintf(stderr, "proxy_tick_cost: worker has %u tasks, not %u\n",
+				(unsigned int)a.tasks_active, n);
+			return 1;
+		}
 		tid = a.worker_tid;
 		c0 = nproxy_test_thread_cpu_ns(tid);
 		sleep(secs);

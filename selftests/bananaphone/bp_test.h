@@ -87,24 +87,11 @@ static inline int bp_t_run(bp_rank_fn fn, uint32_t n, void *arg, unsigned int de
 	return (int)n - ok;
 }
 
-/* nproxy_bp_open() from its fields: rank 0 creates, the others connect. */
-static inline enum nproxy_status bp_t_open(const char *job, uint32_t rank, uint32_t n,
-					   uint32_t timeout_ms, struct nproxy_bp **bp)
-{
-	struct nproxy_bp_opts o = NPROXY_BP_OPTS_INIT;
-
-	o.job_id = job;
-	o.rank = rank;
-	o.n_ranks = n;
-	o.timeout_ms = timeout_ms;
-	return nproxy_bp_open(&o, bp);
-}
-
 /* Open with the tests' timeout, saying why when it fails. */
 static inline enum nproxy_status bp_t_join(const char *job, uint32_t rank, uint32_t n,
 					   struct nproxy_bp **bp)
 {
-	enum nproxy_status st = bp_t_open(job, rank, n, BP_T_TIMEOUT_MS, bp);
+	enum nproxy_status st = nproxy_test_bp_open(job, rank, n, BP_T_TIMEOUT_MS, bp);
 
 	if (st)
 		fprintf(stderr, "# rank %u: join: %s: %s\n", rank, nproxy_status_str(st),

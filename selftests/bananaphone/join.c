@@ -84,7 +84,7 @@ TEST(connect_timeout_without_leader)
 	enum nproxy_status st;
 
 	bp_t_job(job, sizeof(job), "nl");
-	st = bp_t_open(job, 1, 2, 150, &bp);
+	st = nproxy_test_bp_open(job, 1, 2, 150, &bp);
 	ASSERT_EQ(NPROXY_TIMEOUT, st);
 	ASSERT_EQ(NULL, bp);
 	ASSERT_GE(bp_t_now_ms() - t0, 150);
@@ -98,8 +98,8 @@ TEST(second_leader_refused)
 	char job[96];
 
 	bp_t_job(job, sizeof(job), "sl");
-	ASSERT_EQ(NPROXY_SUCCESS, bp_t_open(job, 0, 2, 0, &first));
-	ASSERT_EQ(NPROXY_BUSY, bp_t_open(job, 0, 2, 0, &second));
+	ASSERT_EQ(NPROXY_SUCCESS, nproxy_test_bp_open(job, 0, 2, 0, &first));
+	ASSERT_EQ(NPROXY_BUSY, nproxy_test_bp_open(job, 0, 2, 0, &second));
 	ASSERT_EQ(NULL, second);
 	ASSERT_NE(NULL, strstr(nproxy_bp_strerror(NULL), "already has a leader"));
 	/* From another process too. */
@@ -107,13 +107,13 @@ TEST(second_leader_refused)
 	if (run.pids[0] == 0) {
 		struct nproxy_bp *other;
 
-		_exit(bp_t_open(job, 0, 2, 0, &other) == NPROXY_BUSY ? 0 : 1);
+		_exit(nproxy_test_bp_open(job, 0, 2, 0, &other) == NPROXY_BUSY ? 0 : 1);
 	}
 	bp_t_reap(&run, 1, 5000);
 	ASSERT_EQ(0, run.status[0]);
 	/* The name is free again once the leader is gone. */
 	nproxy_bp_close(first);
-	ASSERT_EQ(NPROXY_SUCCESS, bp_t_open(job, 0, 2, 0, &second));
+	ASSERT_EQ(NPROXY_SUCCESS, nproxy_test_bp_open(job, 0, 2, 0, &second));
 	nproxy_bp_close(second);
 }
 
@@ -208,15 +208,15 @@ TEST(invalid_arguments)
 
 	memset(long_id, 'x', sizeof(long_id) - 1);
 	long_id[sizeof(long_id) - 1] = 0;
-	EXPECT_EQ(NPROXY_INVALID, bp_t_open(NULL, 0, 2, 0, &bp));
-	EXPECT_EQ(NPROXY_INVALID, bp_t_open("", 0, 2, 0, &bp));
-	EXPECT_EQ(NPROXY_INVALID, bp_t_open(long_id, 0, 2, 0, &bp));
-	EXPECT_EQ(NPROXY_INVALID, bp_t_open("a/b", 0, 2, 0, &bp));
-	EXPECT_EQ(NPROXY_INVALID, bp_t_open("a b", 0, 2, 0, &bp));
-	EXPECT_EQ(NPROXY_INVALID, bp_t_open("ok", 0, 0, 0, &bp));
-	EXPECT_EQ(NPROXY_INVALID, bp_t_open("ok", 0, NPROXY_BP_MAX_RANKS + 1, 0, &bp));
-	EXPECT_EQ(NPROXY_INVALID, bp_t_open("ok", 2, 2, 100, &bp));
-	EXPECT_EQ(NPROXY_INVALID, bp_t_open("ok", 1, 1, 100, &bp));
+	EXPECT_EQ(NPROXY_INVALID, nproxy_test_bp_open(NULL, 0, 2, 0, &bp));
+	EXPECT_EQ(NPROXY_INVALID, nproxy_test_bp_open("", 0, 2, 0, &bp));
+	EXPECT_EQ(NPROXY_INVALID, nproxy_test_bp_open(long_id, 0, 2, 0, &bp));
+	EXPECT_EQ(NPROXY_INVALID, nproxy_test_bp_open("a/b", 0, 2, 0, &bp));
+	EXPECT_EQ(NPROXY_INVALID, nproxy_test_bp_open("a b", 0, 2, 0, &bp));
+	EXPECT_EQ(NPROXY_INVALID, nproxy_test_bp_open("ok", 0, 0, 0, &bp));
+	EXPECT_EQ(NPROXY_INVALID, nproxy_test_bp_open("ok", 0, NPROXY_BP_MAX_RANKS + 1, 0, &bp));
+	EXPECT_EQ(NPROXY_INVALID, nproxy_test_bp_open("ok", 2, 2, 100, &bp));
+	EXPECT_EQ(NPROXY_INVALID, nproxy_test_bp_open("ok", 1, 1, 100, &bp));
 	EXPECT_EQ(NPROXY_INVALID, nproxy_bp_open(NULL, &bp));
 	EXPECT_EQ(NULL, bp);
 	EXPECT_EQ(NPROXY_INVALID_HANDLE, nproxy_bp_barrier(NULL, 100));
@@ -265,7 +265,7 @@ TEST(connect_timeout_zero_tries_once)
 	char job[96];
 
 	bp_t_job(job, sizeof(job), "z0");
-	EXPECT_EQ(NPROXY_TIMEOUT, bp_t_open(job, 1, 2, 0, &bp));
+	EXPECT_EQ(NPROXY_TIMEOUT, nproxy_test_bp_open(job, 1, 2, 0, &bp));
 	EXPECT_EQ(NULL, bp);
 	EXPECT_NE(NULL, strstr(nproxy_bp_strerror(NULL), "no leader after 0 ms"));
 }

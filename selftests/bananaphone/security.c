@@ -128,7 +128,7 @@ static int nobody_client(uint32_t idx, uint32_t n, void *varg)
 		return 3;
 	BP_T_CHECK(getuid() != 0, "still root");
 	/* Through the API it never even finds root's job (name carries the uid). */
-	BP_T_CHECK(bp_t_open(arg->job, 1, 2, 100, &bp) == NPROXY_TIMEOUT, "found root's job");
+	BP_T_CHECK(nproxy_test_bp_open(arg->job, 1, 2, 100, &bp) == NPROXY_TIMEOUT, "found root's job");
 	fd = raw_connect(arg->job, 0);
 	BP_T_CHECK(fd >= 0, "connect to root's job");
 	make_hello(&h, arg->job, 1, 2);
@@ -198,11 +198,11 @@ TEST(foreign_squatter_not_trusted)
 		_exit(0);
 	}
 	ASSERT_EQ(1, read(sync[0], &c, 1));
-	ASSERT_EQ(NPROXY_PERM, bp_t_open(job, 1, 2, 1000, &bp));
+	ASSERT_EQ(NPROXY_PERM, nproxy_test_bp_open(job, 1, 2, 1000, &bp));
 	ASSERT_NE(NULL, strstr(nproxy_bp_strerror(NULL), "uid")) {
 		TH_LOG("%s", nproxy_bp_strerror(NULL));
 	}
-	ASSERT_EQ(NPROXY_BUSY, bp_t_open(job, 0, 2, 0, &bp));
+	ASSERT_EQ(NPROXY_BUSY, nproxy_test_bp_open(job, 0, 2, 0, &bp));
 	kill(run.pids[0], SIGKILL);
 	bp_t_reap(&run, 1, 5000);
 	close(sync[0]);

@@ -229,7 +229,7 @@ int nproxy_test_free_port(void)
 }
 
 /* Entries of a /proc directory, "." and ".." excluded. */
-static int count_dir(const char *path)
+int nproxy_test_count_dir(const char *path, const char *prefix)
 {
 	DIR *d = opendir(path);
 	struct dirent *e;
@@ -238,7 +238,7 @@ static int count_dir(const char *path)
 	if (!d)
 		return -1;
 	while ((e = readdir(d)))
-		if (e->d_name[0] != '.')
+		if (e->d_name[0] != '.' && (!prefix || !strncmp(e->d_name, prefix, strlen(prefix))))
 			n++;
 	closedir(d);
 	return n;
@@ -246,7 +246,7 @@ static int count_dir(const char *path)
 
 int nproxy_test_count_fds(void)
 {
-	int n = count_dir("/proc/self/fd");
+	int n = nproxy_test_count_dir("/proc/self/fd", NULL);
 
 	/* opendir's own fd is listed while we read: subtract it. */
 	return n < 0 ? -1 : n - 1;
@@ -254,7 +254,7 @@ int nproxy_test_count_fds(void)
 
 int nproxy_test_count_threads(void)
 {
-	return count_dir("/proc/self/task");
+	return nproxy_test_count_dir("/proc/self/task", NULL);
 }
 
 int nproxy_test_count_threads_named(const char *name, bool prefix)
@@ -372,3 +372,50 @@ const struct nproxy_seam_ops nproxy_test_idle_seam_ops = {
 	.progress = idle_progress,
 	.stop = idle_stop,
 };
+
+/* Never read by the idle seam; the trigger word is consumed (stored 0) once. */
+static struct nproxy_fifo_set idle_fifo_set;
+static uint32_t idle_trigger_word;
+
+int nproxy_test_idle_task_open(enum nproxy_idle_policy policy, struct nproxy_comm **out)
+{
+	struct nproxy_comm_opts o = NPROXY_COMM_OPTS_INIT;
+	struct nproxy_cc_op op = NPROXY_CC_OP_INIT;
+
+	o.n_ranks = 1;
+	o.ranks_per_proxy = 1;
+	o.idle_policy = policy;
+	o.seam.ops = &nproxy_test_idle_seam_ops;
+	if (nproxy_comm_open(&o, out))
+		return -1;
+	op.streams_n = 1;
+	op.streams[0].blocks = &idle_fifo_set;
+	op.streams[0].n_blocks = 1;
+	op.trigger_words[0] = (volatile uint32_t *)&idle_trigger_word;
+	return nproxy_enq_proxy_tasks(*out, &op, 0, NULL) ? -1 : 0;
+}
+
+int nproxy_test_idle_tasks_settle(unsigned int n, unsigned int timeout_ms,
+				  struct nproxy_proxy_stats *st)
+{
+	uint64_t deadline = nproxy_test_now_ms() + timeout_ms;
+
+	do {
+		if (nproxy_proxy_group_stats(0, st) == NPROXY_SUCCESS && st->tasks_active == n)
+			return 0;
+		nproxy_test_sleep_ms(10);
+	} while (nproxy_test_now_ms() < deadline);
+	return -1;
+}
+
+enum nproxy_status nproxy_test_bp_open(const char *job, uint32_t rank, uint32_t n_ranks,
+				       uint32_t timeout_ms, struct nproxy_bp **bp)
+{
+	struct nproxy_bp_opts o = NPROXY_BP_OPTS_INIT;
+
+	o.job_id = job;
+	o.rank = rank;
+	o.n_ranks = n_ranks;
+	o.timeout_ms = timeout_ms;
+	return nproxy_bp_open(&o, bp);
+}

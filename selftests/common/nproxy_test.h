@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <nproxy/bananaphone.h>
+#include <nproxy/proxy.h>
 #include <nproxy/seam.h>
 
 /* ---- time ---- */
@@ -89,6 +91,8 @@ double nproxy_test_median_double(double *v, size_t n);
 /* ---- the process ---- */
 /* A TCP port on 127.0.0.1 that was free a moment ago, or -1. */
 int nproxy_test_free_port(void);
+/* Entries of a directory (those whose name starts with prefix, if not NULL), or -1. */
+int nproxy_test_count_dir(const char *path, const char *prefix);
 /* Open fds of this process (the counting's own excluded), or -1. */
 int nproxy_test_count_fds(void);
 int nproxy_test_count_threads(void);
@@ -117,5 +121,19 @@ int nproxy_test_rmtree(const char *dir);
  * a task that stays on its worker without doing anything.
  */
 extern const struct nproxy_seam_ops nproxy_test_idle_seam_ops;
+/*
+ * A comm on device 0 (every such comm shares one worker) over the idle
+ * seam, with one network task already triggered that stays idle for ever
+ * (its barrier task finishes).  0, or -1 when the open or enqueue failed.
+ */
+int nproxy_test_idle_task_open(enum nproxy_idle_policy policy, struct nproxy_comm **out);
+/* Poll group 0 until exactly n tasks are active (within timeout_ms); 0 or -1. */
+int nproxy_test_idle_tasks_settle(unsigned int n, unsigned int timeout_ms,
+				  struct nproxy_proxy_stats *st);
+
+/* ---- Bananaphone ---- */
+/* nproxy_bp_open() from its fields: rank 0 creates the bus, the others connect. */
+enum nproxy_status nproxy_test_bp_open(const char *job, uint32_t rank, uint32_t n_ranks,
+				       uint32_t timeout_ms, struct nproxy_bp **bp);
 
 #endif

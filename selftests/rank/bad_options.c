@@ -99,7 +99,7 @@ TEST(unknown_provider)
  * exchange at the end of the bus step. */
 static char disagree_job[64];
 
-static int disagree_main(uint32_t i, void *arg)
+static int disagree_main(uint32_t i, uint32_t n_forked, void *arg)
 {
 	struct nproxy_rank_opts o = rt_opts(disagree_job, i, 2);
 	struct nproxy_rank *rk;

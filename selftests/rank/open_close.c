@@ -19,7 +19,7 @@ struct job {
 };
 
 /* One forked rank: open, check the parts, allgather, close. */
-static int rank_main(uint32_t i, void *arg)
+static int rank_main(uint32_t i, uint32_t n_forked, void *arg)
 {
 	const struct job *job = arg;
 	struct nproxy_rank_opts o = rt_opts(job->id, i, job->n_ranks);
@@ -147,7 +147,7 @@ static enum nproxy_status record_step(struct nproxy_rank *rk, enum nproxy_rank_s
 	return step == seen->fail_at ? NPROXY_CANCELLED : NPROXY_SUCCESS;
 }
 
-static int hook_main(uint32_t i, void *arg)
+static int hook_main(uint32_t i, uint32_t n_forked, void *arg)
 {
 	struct job *job = arg;
 	struct nproxy_rank_opts o = rt_opts(job->id, i, job->n_ranks);
@@ -219,7 +219,7 @@ TEST(abandon_leaves_nothing)
 }
 
 /* More ranks on this host than cpus: the comm's spin window yields. */
-static int policy_main(uint32_t i, void *arg)
+static int policy_main(uint32_t i, uint32_t n_forked, void *arg)
 {
 	const struct job *job = arg;
 	struct nproxy_rank_opts o = rt_opts(job->id, i, job->n_ranks);

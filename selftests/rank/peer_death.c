@@ -39,7 +39,7 @@ static int victim_main(struct job *job)
 		pause();	/* until SIGKILL */
 }
 
-static int rank_main(uint32_t i, void *arg)
+static int rank_main(uint32_t i, uint32_t n_forked, void *arg)
 {
 	struct job *job = arg;
 	struct nproxy_rank_opts o = rt_opts(job->id, i, 3);
@@ -68,19 +68,16 @@ TEST(a_peer_killed_during_open_is_named)
 {
 	struct job job;
 	pid_t pids[3];
-	int codes[3] = { -1, -1, -1 };
+	const struct nproxy_test_child how = { .quick_exit = true };
+	int codes[3];
 	struct pollfd pfd;
-	uint64_t deadline;
 	char byte;
 
 	rt_job_id(job.id, sizeof(job.id), "death");
 	ASSERT_EQ(0, pipe(job.joined));
 	for (uint32_t i = 0; i < 3; i++) {
-		fflush(NULL);
-		pids[i] = fork();
+		pids[i] = nproxy_test_spawn(rank_main, i, 3, &job, &how);
 		ASSERT_GE(pids[i], 0);
-		if (pids[i] == 0)
-			_exit(rank_main(i, &job));
 	}
 	close(job.joined[1]);
 	pfd = (struct pollfd){ .fd = job.joined[0], .events = POLLIN };
@@ -89,27 +86,7 @@ TEST(a_peer_killed_during_open_is_named)
 	close(job.joined[0]);
 	kill(pids[2], SIGKILL);
 	/* The survivors' open deadline is RT_WAIT_MS: they must be back before it. */
-	deadline = rt_now_ms() + RT_WAIT_MS;
-	for (uint32_t left = 3; left;) {
-		for (uint32_t i = 0; i < 3; i++) {
-			int ws;
-
-			if (codes[i] != -1 || waitpid(pids[i], &ws, WNOHANG) != pids[i])
-				continue;
-			codes[i] = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
-			left--;
-		}
-		if (left && rt_now_ms() >= deadline) {
-			for (uint32_t i = 0; i < 3; i++)
-				if (codes[i] == -1) {
-					kill(pids[i], SIGKILL);
-					waitpid(pids[i], NULL, 0);
-					codes[i] = 99;
-				}
-			break;
-		}
-		rt_sleep_ms(5);
-	}
+	nproxy_test_reap(pids, codes, 3, RT_WAIT_MS);
 	EXPECT_EQ(0, codes[0]);
 	EXPECT_EQ(0, codes[1]);
 	EXPECT_EQ(128 + SIGKILL, codes[2]);

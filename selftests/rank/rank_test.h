@@ -7,7 +7,6 @@
 #ifndef RANK_TEST_H
 #define RANK_TEST_H
 
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -23,27 +22,13 @@
 #include <nproxy/net.h>
 #include <nproxy/proxy.h>
 #include <nproxy/rank.h>
+#include "nproxy_test.h"
 
 #define RT_MAX_RANKS	8
 #define RT_WAIT_MS	30000u	/* generous: 2 shared vCPUs, sanitizers */
 
 #define ASSERT_ST(expected, seen)	ASSERT_EQ((int)(expected), (int)(seen))
 #define EXPECT_ST(expected, seen)	EXPECT_EQ((int)(expected), (int)(seen))
-
-static inline uint64_t rt_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static inline void rt_sleep_ms(unsigned int ms)
-{
-	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
-
-	nanosleep(&ts, NULL);
-}
 
 /* A bus name no other test (or earlier case of this one) uses. */
 static inline void rt_job_id(char *buf, size_t len, const char *what)
@@ -72,43 +57,16 @@ static inline struct nproxy_rank_opts rt_opts(const char *job_id, uint32_t rank,
 }
 
 /*
- * Fork n children, child i running fn(i, arg) and exiting with its
- * result; reap them all within timeout_ms (the rest are killed and
- * counted as 99).  codes[i] gets each exit code (128 + signal if killed).
+ * Ranks 0..n-1 of fn as forked processes (leaving with _exit()), reaped
+ * within timeout_ms: codes[i] is each exit code, 128 + signal, or
+ * NPROXY_TEST_KILLED for one killed at the deadline.
  */
-static inline void rt_run_forked(uint32_t n, int (*fn)(uint32_t i, void *arg), void *arg,
+static inline void rt_run_forked(uint32_t n, nproxy_test_rank_fn fn, void *arg,
 				 unsigned int timeout_ms, int *codes)
 {
-	pid_t pids[RT_MAX_RANKS];
-	uint64_t deadline = rt_now_ms() + timeout_ms;
-	uint32_t left = 0;
+	const struct nproxy_test_child how = { .quick_exit = true };
 
-	for (uint32_t i = 0; i < n; i++) {
-		fflush(NULL);
-		pids[i] = fork();
-		if (pids[i] == 0)
-			_exit(fn(i, arg));
-		codes[i] = pids[i] < 0 ? 98 : -1;
-		left += pids[i] > 0;
-	}
-	while (left) {
-		bool late = rt_now_ms() >= deadline;
-
-		for (uint32_t i = 0; i < n; i++) {
-			int ws;
-
-			if (codes[i] != -1)
-				continue;
-			if (late)
-				kill(pids[i], SIGKILL);
-			if (waitpid(pids[i], &ws, late ? 0 : WNOHANG) != pids[i])
-				continue;
-			codes[i] = late ? 99 : WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
-			left--;
-		}
-		if (left)
-			rt_sleep_ms(5);
-	}
+	nproxy_test_run_ranks(fn, n, arg, timeout_ms, &how, codes);
 }
 
 static inline uint32_t rt_pattern(uint32_t rank, size_t word)
@@ -236,39 +194,6 @@ out:
 
 /* ---- census: what a process holds ---- */
 
-static inline int rt_count_dir(const char *path, const char *prefix)
-{
-	DIR *d = opendir(path);
-	struct dirent *e;
-	int n = 0;
-
-	if (!d)
-		return -1;
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.' && (!prefix || !strncmp(e->d_name, prefix, strlen(prefix))))
-			n++;
-	closedir(d);
-	return n;
-}
-
-static inline int rt_count_shared_maps(void)
-{
-	FILE *f = fopen("/proc/self/maps", "r");
-	char line[512];
-	int n = 0;
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		char perms[8];
-
-		if (sscanf(line, "%*x-%*x %7s", perms) == 1 && perms[3] == 's')
-			n++;
-	}
-	fclose(f);
-	return n;
-}
-
 struct rt_census {
 	int fds, threads, shared_maps, shm_files;
 };
@@ -280,24 +205,24 @@ static inline struct rt_census rt_census(void)
 
 	/* libfabric shm regions of this process: /dev/shm/<pid>:<uid>:<index>. */
 	snprintf(prefix, sizeof(prefix), "%d:", (int)getpid());
-	c.fds = rt_count_dir("/proc/self/fd", NULL) - 1;	/* opendir's own fd */
-	c.threads = rt_count_dir("/proc/self/task", NULL);
-	c.shared_maps = rt_count_shared_maps();
-	c.shm_files = rt_count_dir("/dev/shm", prefix);
+	c.fds = nproxy_test_count_fds();
+	c.threads = nproxy_test_count_threads();
+	c.shared_maps = nproxy_test_count_shared_maps();
+	c.shm_files = nproxy_test_count_dir("/dev/shm", prefix);
 	return c;
 }
 
 /* Back to want within 5 s: an exiting thread may linger a moment. */
 static inline bool rt_census_settles(struct rt_census want, struct rt_census *got)
 {
-	uint64_t deadline = rt_now_ms() + 5000;
+	uint64_t deadline = nproxy_test_now_ms() + 5000;
 
 	do {
 		*got = rt_census();
 		if (!memcmp(got, &want, sizeof(want)))
 			return true;
-		rt_sleep_ms(2);
-	} while (rt_now_ms() < deadline);
+		nproxy_test_sleep_ms(2);
+	} while (nproxy_test_now_ms() < deadline);
 	return false;
 }
 
