@@ -81,6 +81,7 @@ LAYERS = {
     "proxy": {"common", "handshake"},
     "net": {"common", "handshake", "bananaphone"},
     "rank": {"common", "handshake", "bananaphone", "proxy", "net"},
+    "coll": {"common", "handshake", "bananaphone", "proxy", "net", "rank"},
 }
 
 

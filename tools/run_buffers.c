@@ -3,8 +3,8 @@
  * nproxy-run: each size's buffers.  data holds the whole result (the
  * allgather's W chunks, the allreduce's vector, sendrecv's one chunk);
  * scratch receives what is added or checked on the host (allreduce's
- * partial chunk, sendrecv's incoming chunk).  Both are registered with
- * the engine for the size's lifetime.
+ * partial chunk, sendrecv's incoming chunk).  The op verb registers them
+ * on first use and forgets them before they are freed.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +14,6 @@ int run_buffers_alloc(struct run_rank *rc, uint64_t size)
 {
 	const struct run_opts *o = rc->o;
 	size_t chunk, data_len, scratch_len;
-	enum nproxy_status st;
 
 	if (o->coll == RUN_SENDRECV) {
 		chunk = size / 4 * 4;
@@ -37,28 +36,16 @@ int run_buffers_alloc(struct run_rank *rc, uint64_t size)
 	memset(rc->data, 0, data_len);
 	if (scratch_len)
 		memset(rc->scratch, 0, scratch_len);
-	st = nproxy_net_mr_register(rc->net, rc->data, data_len, &rc->data_mr);
-	if (st == NPROXY_SUCCESS) {
-		rc->data_reg = true;
-		if (scratch_len) {
-			st = nproxy_net_mr_register(rc->net, rc->scratch, scratch_len, &rc->scratch_mr);
-			rc->scratch_reg = st == NPROXY_SUCCESS;
-		}
-	}
-	if (st != NPROXY_SUCCESS)
-		return run_fail(RUN_EXIT_FAILURE,
-				"rank %u: registering %zu bytes with the engine: %s (%s)", rc->rank,
-				data_len, nproxy_status_str(st), nproxy_net_strerror(rc->net));
 	return RUN_EXIT_OK;
 }
 
 void run_buffers_free(struct run_rank *rc)
 {
-	if (rc->data_reg)
-		nproxy_net_mr_deregister(rc->net, rc->data_mr);
-	if (rc->scratch_reg)
-		nproxy_net_mr_deregister(rc->net, rc->scratch_mr);
-	rc->data_reg = rc->scratch_reg = false;
+	/* A later size's buffer may come back at the same address. */
+	if (rc->data)
+		nproxy_coll_forget(rc->coll, rc->data, rc->data_len);
+	if (rc->scratch)
+		nproxy_coll_forget(rc->coll, rc->scratch, rc->scratch_len);
 	free(rc->data);
 	free(rc->scratch);
 	rc->data = rc->scratch = NULL;

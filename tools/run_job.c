@@ -84,13 +84,14 @@ static int start_barrier(struct run_rank *ranks, uint32_t n, double deadline)
 	if (st == NPROXY_SUCCESS)
 		return RUN_EXIT_OK;
 	for (uint32_t i = 0; i < n; i++) {
-		int dead = run_peer_dead(&ranks[i]);
+		uint32_t dead;
+		int pid;
 
-		if (dead >= 0)
+		if (nproxy_bp_check_peers(ranks[i].bp, &dead, &pid) == NPROXY_PEER_DEAD)
 			return run_fail(RUN_EXIT_DEAD,
 					"rank %u: peer rank %u (pid %d) died before op %" PRIu64,
-					ranks[i].rank, ranks[i].peer_rank[dead],
-					ranks[i].peer_pid[dead], ranks[i].exec_id + 1);
+					ranks[i].rank, nproxy_rank_of_bus_rank(ranks[i].nrank, dead),
+					pid, ranks[i].exec_id + 1);
 	}
 	return run_fail(run_status_exit_nonusage(st), "rank %u: barrier before an iteration: %s (%s)",
 			ranks[0].rank, nproxy_status_str(st), nproxy_bp_strerror(ranks[0].bp));

@@ -8,8 +8,7 @@
  * hosts), the handshake region (kmod if loaded, else memfd + emulator) and
  * the comm in the shared proxy registry (gid = local index / K).  Its step
  * hook adds what is nproxy-run's own: the phase shown by the supervisor,
- * the kill points of the selftests, and the pid exchange of run_peer.c
- * once the bus is up.
+ * the kill points of the selftests.  Then the op verb's coll on the rank.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -21,12 +20,11 @@
 /*
  * Before each step of nproxy_rank_open(): say which one this rank is in
  * (the supervisor names it when the job hangs or a rank dies) and honour
- * the kill points; once the bus is up, watch the local peer processes.
+ * the kill points.
  */
 static enum nproxy_status on_step(struct nproxy_rank *nr, enum nproxy_rank_step step, void *arg)
 {
 	struct run_rank *rc = arg;
-	enum nproxy_status st;
 
 	switch (step) {
 	case NPROXY_RANK_STEP_BUS:
@@ -34,12 +32,6 @@ static enum nproxy_status on_step(struct nproxy_rank *nr, enum nproxy_rank_step 
 		run_kill_point(RUN_KILL_RENDEZVOUS, rc->rank);
 		break;
 	case NPROXY_RANK_STEP_ENGINE:
-		rc->bp = nproxy_rank_bp(nr);
-		if (rc->bp) {
-			st = run_peers_watch(rc);
-			if (st != NPROXY_SUCCESS)
-				return st;
-		}
 		run_phase("engine setup (nproxy_net_open, rank %u)", rc->rank);
 		run_kill_point(RUN_KILL_ENGINE, rc->rank);
 		break;
@@ -100,6 +92,13 @@ static void *open_rank(void *arg)
 	rc->net = nproxy_rank_net(rc->nrank);
 	rc->hs = nproxy_rank_hs(rc->nrank);
 	rc->comm = nproxy_rank_comm(rc->nrank);
+	st = nproxy_coll_open(rc->nrank, &rc->coll);
+	if (st != NPROXY_SUCCESS) {
+		snprintf(rc->err, sizeof(rc->err), "rank %u: op verb: %s", rc->rank,
+			 nproxy_status_str(st));
+		rc->rc = run_status_exit_nonusage(st);
+		return NULL;
+	}
 	rc->rc = RUN_EXIT_OK;
 	return NULL;
 }
@@ -115,6 +114,9 @@ static void *close_rank(void *arg)
 	 * failure left them unsure of our state: then they are to see us die,
 	 * not leave.  Closing the engine releases the buffers' registrations.
 	 */
+	run_buffers_free(rc);
+	nproxy_coll_close(rc->coll);
+	rc->coll = NULL;
 	if (run_failed_fatally())
 		nproxy_rank_abandon(rc->nrank);
 	else
@@ -124,11 +126,6 @@ static void *close_rank(void *arg)
 	rc->net = NULL;
 	rc->hs = NULL;
 	rc->comm = NULL;
-	rc->data_reg = rc->scratch_reg = false;
-	free(rc->data);
-	free(rc->scratch);
-	rc->data = rc->scratch = NULL;
-	run_peers_forget(rc);
 	return NULL;
 }
 

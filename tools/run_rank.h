@@ -5,9 +5,7 @@
  *                  barrier before each, the test hooks' triggers
  *   run_rank.c     setup and teardown of this process's ranks (bus,
  *                  engine, handshake region, comm), behind one pair
- *   run_peer.c     watching the local peer processes (pidfds)
- *   run_ring.c     one collective as ring steps: FIFOs, device program,
- *                  enqueue, wait for the tasks
+ *   run_ring.c     one collective through the library's op verb
  *   run_buffers.c  each size's buffers, registered with the engine
  *   run_verify.c   the data each rank sends and the check of what arrived
  *   run_error.c    the first error of the process, and status mapping
@@ -20,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <nproxy/bananaphone.h>
+#include <nproxy/coll.h>
 #include <nproxy/handshake.h>
 #include <nproxy/net.h>
 #include <nproxy/proxy.h>
@@ -41,28 +40,13 @@ struct run_rank {
 	struct nproxy_hs *hs;
 	struct nproxy_comm *comm;
 
-	/* Buffers of the current size. */
+	/* Buffers of the current size (the coll registers them). */
 	uint32_t *data, *scratch;
 	size_t data_len, scratch_len, chunk;	/* bytes */
-	uint32_t data_mr, scratch_mr;
-	bool data_reg, scratch_reg;
 
-	/* The current op's FIFOs (borrowed by the engine until DONE). */
-	struct nproxy_net_op ops[2 * RUN_MAX_RANKS];
-	struct nproxy_net_addr src[RUN_MAX_RANKS], dst[RUN_MAX_RANKS];
-	struct nproxy_fifo_set blocks[RUN_MAX_RANKS];
-	uint32_t n_blocks;
-	uint64_t sem_expect[RUN_MAX_RANKS + 1];
-	bool sem_used[RUN_MAX_RANKS + 1];
-	uint64_t ctx, exec_id;
-
-	/* Local peers in other processes, from the bus: a death is seen at
-	 * once instead of at the engine's no-progress deadline. */
-	uint32_t n_peers;
-	uint32_t peer_rank[RUN_MAX_RANKS];
-	uint32_t peer_bus[RUN_MAX_RANKS];	/* its rank on the bus */
-	int peer_pid[RUN_MAX_RANKS];
-	int peer_pidfd[RUN_MAX_RANKS];
+	/* The op verb on this rank; exec_id counts the ops started. */
+	struct nproxy_coll *coll;
+	uint64_t exec_id;
 
 	int rc;			/* run_exit of the setup/teardown thread */
 	char err[400];
@@ -80,12 +64,6 @@ int run_remaining_ms(double deadline);
  */
 int run_ranks_open(struct run_rank *ranks, uint32_t n);
 void run_ranks_close(struct run_rank *ranks, uint32_t n);
-
-/* run_peer.c: all-gather (rank, pid) over the bus and open a pidfd per
- * peer process; the index of a peer that has exited, or -1; close them. */
-enum nproxy_status run_peers_watch(struct run_rank *rc);
-int run_peer_dead(const struct run_rank *rc);
-void run_peers_forget(struct run_rank *rc);
 
 /* run_ring.c: one iteration of the collective on every local rank. */
 int run_ring_iteration(struct run_rank *ranks, uint32_t n, double deadline);

@@ -145,6 +145,13 @@ NPROXY_API enum nproxy_status nproxy_comm_open(const struct nproxy_comm_opts *op
  */
 NPROXY_API void nproxy_comm_close(struct nproxy_comm *comm);
 /*
+ * Abort every task of comm that is queued or active (their started blocks
+ * are stopped, so the engine no longer touches their buffers) and drop
+ * their status nodes, as nproxy_comm_close() does first; the comm stays
+ * open.  For a caller giving up on an op after a failure.  NULL is a no-op.
+ */
+NPROXY_API void nproxy_comm_abort(struct nproxy_comm *comm);
+/*
  * Text of this thread's last failed call on comm (enqueue, status, wait),
  * "" when none; nproxy_comm_strerror(NULL): this thread's last failed
  * nproxy_comm_open().  Per thread because producers and consumers of a comm
@@ -242,6 +249,8 @@ NPROXY_API enum nproxy_status nproxy_wait_status(struct nproxy_comm *comm, uint6
 /* ---- introspection (tools, tests) ---- */
 
 NPROXY_API uint32_t nproxy_comm_gid(const struct nproxy_comm *comm);
+/* nproxy_wait_status()'s default wait: the timeout_ms option resolved (0 for NULL). */
+NPROXY_API uint32_t nproxy_comm_timeout_ms(const struct nproxy_comm *comm);
 /* The worker's kernel tid (the <tid> of "proxy-<tid>"), 0 before it ran. */
 NPROXY_API int nproxy_comm_worker_tid(const struct nproxy_comm *comm);
 

@@ -167,6 +167,12 @@ NPROXY_API struct nproxy_net *nproxy_rank_net(struct nproxy_rank *rank);
 NPROXY_API struct nproxy_bp *nproxy_rank_bp(struct nproxy_rank *rank);
 /* The idle policy the open chose for the comm (DEFAULT: the comm's own). */
 NPROXY_API enum nproxy_idle_policy nproxy_rank_idle_policy(const struct nproxy_rank *rank);
+/* This rank in the job and the job's size (0 for NULL). */
+NPROXY_API uint32_t nproxy_rank_rank(const struct nproxy_rank *rank);
+NPROXY_API uint32_t nproxy_rank_size(const struct nproxy_rank *rank);
+/* The job rank of the local rank bus_rank (as nproxy_bp_check_peers()
+ * names it); UINT32_MAX without a bus or out of range. */
+NPROXY_API uint32_t nproxy_rank_of_bus_rank(const struct nproxy_rank *rank, uint32_t bus_rank);
 
 #ifdef __cplusplus
 }

@@ -31,19 +31,72 @@ extern "C" {
 enum nproxy_net_op_kind {
 	NPROXY_NET_OP_SEND = 1,
 	NPROXY_NET_OP_RECV = 2,
+	/*
+	 * Local, no peer: dst_fifo[addr_idx] = dst_fifo[addr_idx] <redop>
+	 * src_fifo[addr_idx], len bytes of dtype.  It stands in for the
+	 * device's compute engine between a RECV and the SEND that forwards
+	 * the result (an allreduce's reduce-scatter), so it is usually gated
+	 * by F_PRECOND on the RECV's semaphore and announces itself with
+	 * F_COMPLETE.  peer must be 0; len a multiple of the dtype's size.
+	 */
+	NPROXY_NET_OP_REDUCE = 3,
 };
+
+/* Element types (the same values as NCCL's ncclDataType_t). */
+enum nproxy_dtype {
+	NPROXY_INT8	= 0,
+	NPROXY_UINT8	= 1,
+	NPROXY_INT32	= 2,
+	NPROXY_UINT32	= 3,
+	NPROXY_INT64	= 4,
+	NPROXY_UINT64	= 5,
+	NPROXY_FLOAT16	= 6,	/* IEEE binary16 ("half") */
+	NPROXY_FLOAT32	= 7,
+	NPROXY_FLOAT64	= 8,
+	NPROXY_BFLOAT16	= 9,
+	NPROXY_DTYPE_COUNT
+};
+
+/*
+ * Reduction operators (the same values as NCCL's ncclRedOp_t).  AVG is
+ * SUM followed by a division by the number of ranks, which the collective
+ * layer applies once at the end; in a REDUCE op it reduces like SUM.
+ */
+enum nproxy_redop {
+	NPROXY_SUM	= 0,
+	NPROXY_PROD	= 1,
+	NPROXY_MAX	= 2,
+	NPROXY_MIN	= 3,
+	NPROXY_AVG	= 4,
+	NPROXY_REDOP_COUNT
+};
+
+/* Bytes per element of dtype; 0 for a value this library does not know. */
+NPROXY_API size_t nproxy_dtype_size(enum nproxy_dtype dtype);
+/* "float", "bfloat16", "sum", ...: the names nccl-tests prints; NULL if unknown. */
+NPROXY_API const char *nproxy_dtype_name(enum nproxy_dtype dtype);
+NPROXY_API const char *nproxy_redop_name(enum nproxy_redop op);
+/*
+ * acc[i] = acc[i] <op> in[i] for n elements of dtype (AVG reduces as SUM).
+ * Half and bfloat16 are computed in float and rounded to nearest even.
+ * NPROXY_INVALID for an unknown dtype or op.
+ */
+NPROXY_API enum nproxy_status nproxy_reduce(void *acc, const void *in, size_t n,
+					    enum nproxy_dtype dtype, enum nproxy_redop op);
 
 #define NPROXY_NET_OP_F_PRECOND	(1u << 0)	/* post only once sem[pre_sem] >= pre_value */
 #define NPROXY_NET_OP_F_COMPLETE (1u << 1)	/* on completion: sem[post_sem] += post_inc */
 
 /*
  * One network op (32 bytes).  A SEND reads src_fifo[addr_idx]; a RECV
- * writes dst_fifo[addr_idx].  Ops of one block are posted in FIFO order.
+ * writes dst_fifo[addr_idx]; a REDUCE reads both and writes dst.  Ops of
+ * one block are posted in FIFO order.
  */
 struct nproxy_net_op {
 	uint8_t  kind;		/* enum nproxy_net_op_kind */
 	uint8_t  flags;		/* NPROXY_NET_OP_F_* */
-	uint16_t reserved;	/* must be 0 */
+	uint8_t  dtype;		/* REDUCE: enum nproxy_dtype; else must be 0 */
+	uint8_t  redop;		/* REDUCE: enum nproxy_redop; else must be 0 */
 	uint32_t peer;		/* peer rank in the comm */
 	uint32_t addr_idx;	/* index into src_fifo (SEND) or dst_fifo (RECV) */
 	uint32_t len;		/* bytes */

@@ -230,4 +230,10 @@ void npx_errbuf_set(char *buf, size_t len, enum nproxy_log_level level, const ch
 void npx_errbuf_vset(char *buf, size_t len, enum nproxy_log_level level, const char *who,
 		     const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
 
+/* reduce.c: half and bfloat16 through float, rounding to nearest even. */
+float npx_half_to_float(uint16_t h);
+uint16_t npx_float_to_half(float f);
+float npx_bf16_to_float(uint16_t b);
+uint16_t npx_float_to_bf16(float f);
+
 #endif

@@ -23,6 +23,8 @@ void npx_net_barrier_complete(struct nproxy_net *net, struct net_req *req, bool 
 		net->last_activity_ms[req->peer] = npx_now_ms();
 }
 
+static void apply_sems(struct net_block *b, const struct nproxy_net_op *op);
+
 static void op_completed(struct nproxy_net *net, struct net_op_state *s)
 {
 	struct net_block *b = s->blk;
@@ -39,6 +41,22 @@ static void op_completed(struct nproxy_net *net, struct net_op_state *s)
 	}
 	b->n_done++;
 	op = &b->fifos.ops[s->idx];
+	apply_sems(b, op);
+}
+
+/* A local op (REDUCE) finished in the posting pass: the same back-edge. */
+void npx_net_local_op_done(struct nproxy_net *net, struct net_op_state *s)
+{
+	struct net_block *b = s->blk;
+
+	s->req.done = 1;
+	net->last_activity_ms[net->rank] = npx_now_ms();
+	b->n_done++;
+	apply_sems(b, &b->fifos.ops[s->idx]);
+}
+
+static void apply_sems(struct net_block *b, const struct nproxy_net_op *op)
+{
 	if (!(op->flags & NPROXY_NET_OP_F_COMPLETE))
 		return;
 	/*

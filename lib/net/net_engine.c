@@ -77,6 +77,41 @@ static enum nproxy_status check_addr(struct nproxy_net *net, const struct nproxy
 	return NPROXY_SUCCESS;
 }
 
+static bool sems_in_range(const struct nproxy_net_op *op, const struct nproxy_device_sems *dev)
+{
+	return !(((op->flags & NPROXY_NET_OP_F_PRECOND) && (!dev || op->pre_sem >= dev->n_sems)) ||
+		 ((op->flags & NPROXY_NET_OP_F_COMPLETE) && (!dev || op->post_sem >= dev->n_sems)));
+}
+
+/* A REDUCE: both addresses in range, a known type and operator, whole elements. */
+static enum nproxy_status validate_reduce(struct nproxy_net *net, uint32_t stream, uint32_t bb,
+					  uint32_t i, const struct nproxy_fifo_set *f,
+					  const struct nproxy_device_sems *dev)
+{
+	const struct nproxy_net_op *op = &f->ops[i];
+	size_t esize = nproxy_dtype_size((enum nproxy_dtype)op->dtype);
+	const struct nproxy_net_addr *src, *dst;
+
+	if (op->peer || !esize || op->redop >= NPROXY_REDOP_COUNT || op->len % esize ||
+	    (op->flags & ~(NPROXY_NET_OP_F_PRECOND | NPROXY_NET_OP_F_COMPLETE)) ||
+	    op->addr_idx >= f->n_src || op->addr_idx >= f->n_dst || !sems_in_range(op, dev)) {
+		npx_net_set_err(net,
+			    "stream %u bb %u op %u: bad REDUCE (peer %u, dtype %u, redop %u, len %u, addr %u, flags %#x)",
+			    stream, bb, i, op->peer, op->dtype, op->redop, op->len, op->addr_idx,
+			    op->flags);
+		return NPROXY_INVALID;
+	}
+	src = &f->src[op->addr_idx];
+	dst = &f->dst[op->addr_idx];
+	if (src->offset + op->len > net->mrs[src->mr].len ||
+	    dst->offset + op->len > net->mrs[dst->mr].len) {
+		npx_net_set_err(net, "stream %u bb %u op %u: REDUCE of %u bytes overruns its regions",
+			    stream, bb, i, op->len);
+		return NPROXY_INVALID;
+	}
+	return NPROXY_SUCCESS;
+}
+
 static enum nproxy_status validate(struct nproxy_net *net, uint32_t stream, uint32_t bb,
 				   const struct nproxy_fifo_set *f,
 				   const struct nproxy_device_sems *dev)
@@ -100,9 +135,16 @@ static enum nproxy_status validate(struct nproxy_net *net, uint32_t stream, uint
 		const struct nproxy_net_addr *a;
 		uint32_t n_addr = send ? f->n_src : f->n_dst;
 
+		if (op->kind == NPROXY_NET_OP_REDUCE) {
+			st = validate_reduce(net, stream, bb, i, f, dev);
+			if (st != NPROXY_SUCCESS)
+				return st;
+			continue;
+		}
 		if ((op->kind != NPROXY_NET_OP_SEND && op->kind != NPROXY_NET_OP_RECV) ||
-		    op->reserved || (op->flags & ~(NPROXY_NET_OP_F_PRECOND | NPROXY_NET_OP_F_COMPLETE))) {
-			npx_net_set_err(net, "stream %u bb %u op %u: bad kind %u / flags %#x / reserved",
+		    op->dtype || op->redop ||
+		    (op->flags & ~(NPROXY_NET_OP_F_PRECOND | NPROXY_NET_OP_F_COMPLETE))) {
+			npx_net_set_err(net, "stream %u bb %u op %u: bad kind %u / flags %#x / dtype, redop not 0",
 				    stream, bb, i, op->kind, op->flags);
 			return NPROXY_INVALID;
 		}
@@ -120,8 +162,7 @@ static enum nproxy_status validate(struct nproxy_net *net, uint32_t stream, uint
 				    a->offset, a->mr, net->mrs[a->mr].len);
 			return NPROXY_INVALID;
 		}
-		if (((op->flags & NPROXY_NET_OP_F_PRECOND) && (!dev || op->pre_sem >= dev->n_sems)) ||
-		    ((op->flags & NPROXY_NET_OP_F_COMPLETE) && (!dev || op->post_sem >= dev->n_sems))) {
+		if (!sems_in_range(op, dev)) {
 			npx_net_set_err(net, "stream %u bb %u op %u: semaphore %u/%u out of range (%u sems)",
 				    stream, bb, i, op->pre_sem, op->post_sem, dev ? dev->n_sems : 0);
 			return NPROXY_INVALID;
@@ -146,6 +187,15 @@ static enum nproxy_status assign_tags(struct nproxy_net *net, struct net_block *
 		bool send = op->kind == NPROXY_NET_OP_SEND;
 		uint32_t *k = &seq[op->peer * 2 + send];
 
+		if (op->kind == NPROXY_NET_OP_REDUCE) {
+			/* No message, no tag: run in place by the posting pass. */
+			s->req.kind = NET_REQ_OP;
+			s->req.peer = net->rank;
+			s->blk = b;
+			s->idx = i;
+			s->local = 1;
+			continue;
+		}
 		if (*k > NET_TAG_MAX_SEQ) {
 			npx_net_set_err(net, "stream %u bb %u: over %u ops with peer %u in one block",
 				    b->stream, b->bb, NET_TAG_MAX_SEQ + 1, op->peer);
@@ -249,6 +299,21 @@ out:
 	return st;
 }
 
+/* A REDUCE whose input has arrived: the device's compute step, done here. */
+static void run_reduce(struct nproxy_net *net, struct net_block *b, struct net_op_state *s)
+{
+	const struct nproxy_fifo_set *f = &b->fifos;
+	const struct nproxy_net_op *op = &f->ops[s->idx];
+	const struct nproxy_net_addr *src = &f->src[op->addr_idx], *dst = &f->dst[op->addr_idx];
+	size_t n = op->len / nproxy_dtype_size((enum nproxy_dtype)op->dtype);
+
+	/* Validated at start(): the type, operator and ranges are good. */
+	nproxy_reduce((char *)net->mrs[dst->mr].base + dst->offset,
+		      (const char *)net->mrs[src->mr].base + src->offset, n,
+		      (enum nproxy_dtype)op->dtype, (enum nproxy_redop)op->redop);
+	npx_net_local_op_done(net, s);
+}
+
 /*
  * One posting pass over block b.  The sends pass looks at sends only and
  * leaves first_unposted alone; the full pass looks at everything left.
@@ -259,7 +324,7 @@ static enum nproxy_status post_pass(struct nproxy_net *net, struct net_block *b,
 				    bool sends_only, uint32_t *posted, bool *again)
 {
 	const struct nproxy_fifo_set *f = &b->fifos;
-	bool contiguous = !sends_only;
+	bool contiguous = !sends_only, local_held = false;
 	uint32_t scanned = 0;	/* per pass: held-back sends must not starve the receives */
 
 	for (uint32_t i = b->first_unposted; i < f->n_ops; i++) {
@@ -279,6 +344,17 @@ static enum nproxy_status post_pass(struct nproxy_net *net, struct net_block *b,
 			break;
 		if (sends_only && !s->req.is_send)
 			continue;
+		if (s->local) {
+			/* In FIFO order among themselves, once their precondition holds. */
+			if (local_held || ((op->flags & NPROXY_NET_OP_F_PRECOND) &&
+					   nproxy_sem_load(&b->dev.sems[op->pre_sem]) < op->pre_value)) {
+				local_held = true;
+				continue;
+			}
+			run_reduce(net, b, s);
+			++*posted;
+			continue;
+		}
 		if (net->chan_stamp[ch] == scan)
 			continue;
 		if (net->inflight[ch] >= net->credits ||

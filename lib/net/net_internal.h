@@ -67,6 +67,7 @@ struct net_op_state {
 	struct net_block *blk;
 	uint32_t idx;			/* index in the block's op FIFO */
 	uint32_t seq;			/* per (block, peer, direction) match index */
+	uint8_t local;			/* a REDUCE: runs in place, never posted */
 	uint64_t tag;
 	int64_t posted_ms;
 };
@@ -169,6 +170,8 @@ void npx_net_engine_free(struct nproxy_net *net);
 
 /* net_cq.c: the shared completion queue */
 enum nproxy_status npx_net_drain_cq(struct nproxy_net *net, uint32_t *moved);
+/* A local op (REDUCE) ran in the posting pass: count it done, apply its increment. */
+void npx_net_local_op_done(struct nproxy_net *net, struct net_op_state *s);
 void npx_net_barrier_complete(struct nproxy_net *net, struct net_req *req, bool ok);
 
 /* net_mr.c */

@@ -258,6 +258,17 @@ void nproxy_comm_close(struct nproxy_comm *comm)
 	free(comm);
 }
 
+void nproxy_comm_abort(struct nproxy_comm *comm)
+{
+	if (comm && comm->queue)
+		npx_proxy_queue_drop_comm(comm->queue, comm);
+}
+
+uint32_t nproxy_comm_timeout_ms(const struct nproxy_comm *comm)
+{
+	return comm ? comm->timeout_ms : 0;
+}
+
 uint32_t nproxy_comm_gid(const struct nproxy_comm *comm)
 {
 	return comm ? comm->gid : 0;

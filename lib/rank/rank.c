@@ -478,3 +478,20 @@ enum nproxy_idle_policy nproxy_rank_idle_policy(const struct nproxy_rank *r)
 {
 	return r ? r->idle_policy : NPROXY_IDLE_DEFAULT;
 }
+
+uint32_t nproxy_rank_rank(const struct nproxy_rank *r)
+{
+	return r ? r->rank : 0;
+}
+
+uint32_t nproxy_rank_size(const struct nproxy_rank *r)
+{
+	return r ? r->n_ranks : 0;
+}
+
+uint32_t nproxy_rank_of_bus_rank(const struct nproxy_rank *r, uint32_t bus_rank)
+{
+	if (!r || !r->bp || bus_rank >= r->local_size || bus_rank >= NPROXY_BP_MAX_RANKS)
+		return UINT32_MAX;
+	return r->bus_to_rank[bus_rank];
+}

@@ -205,7 +205,7 @@ static enum nproxy_status validate_block(struct nproxy_loopback *lb,
 		const struct nproxy_net_op *op = &fs->ops[i];
 		const struct nproxy_net_addr *a;
 
-		if (op->reserved || (op->flags & ~(NPROXY_NET_OP_F_PRECOND | NPROXY_NET_OP_F_COMPLETE)) ||
+		if (op->dtype || op->redop || (op->flags & ~(NPROXY_NET_OP_F_PRECOND | NPROXY_NET_OP_F_COMPLETE)) ||
 		    op->peer >= lb->fabric->n_ranks)
 			return NPROXY_INVALID;
 		if (op->kind == NPROXY_NET_OP_SEND) {

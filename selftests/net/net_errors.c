@@ -93,9 +93,12 @@ TEST(bad_fifo_records)
 	op.flags = 0x80;
 	EXPECT_EQ((int)NPROXY_INVALID, (int)seam.ops->start(seam.engine, 0, 0, &fs, &dev));
 	op.flags = 0;
-	op.reserved = 1;
+	op.dtype = NPROXY_FLOAT32;	/* a SEND/RECV carries no type */
 	EXPECT_EQ((int)NPROXY_INVALID, (int)seam.ops->start(seam.engine, 0, 0, &fs, &dev));
-	op.reserved = 0;
+	op.dtype = 0;
+	op.redop = NPROXY_MAX;
+	EXPECT_EQ((int)NPROXY_INVALID, (int)seam.ops->start(seam.engine, 0, 0, &fs, &dev));
+	op.redop = 0;
 	a.mr = 99;
 	EXPECT_EQ((int)NPROXY_INVALID, (int)seam.ops->start(seam.engine, 0, 0, &fs, &dev));
 	a.mr = mr;

@@ -1,0 +1,556 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * One collective op per call (<nproxy/coll.h>): start builds the op's
+ * block and device program, re-arms the trigger gate, submits and
+ * enqueues; wait waits for the network task and the device program and
+ * collects the previous op's barrier task, watching the bus for a dead
+ * peer between slices.  Everything goes through the public calls of the
+ * proxy, handshake, net, bananaphone and rank subsystems: this is the
+ * sequence a runtime would otherwise write by hand.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <nproxy/bananaphone.h>
+#include <nproxy/handshake.h>
+#include <nproxy/log.h>
+#include <nproxy/net.h>
+#include "common/common_internal.h"
+#include "coll_internal.h"
+
+/*
+ * A wait looks at the bus's liveness between slices of this length: a
+ * local peer's death ends it within a slice, where the engine alone would
+ * notice only at its no-progress deadline.
+ */
+#define COLL_LIVENESS_SLICE_MS	10u
+/* After a failure, how long the device program is given to stop. */
+#define COLL_CANCEL_MS		1000u
+
+enum nproxy_status npx_coll_fail(struct nproxy_coll *coll, enum nproxy_status st,
+				 const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	n = snprintf(coll->err, sizeof(coll->err), "rank %u: ", coll->me);
+	va_start(ap, fmt);
+	vsnprintf(coll->err + n, sizeof(coll->err) - (size_t)n, fmt, ap);
+	va_end(ap);
+	nproxy_log(NPROXY_LOG_ERROR, "%s", coll->err);
+	return st;
+}
+
+const char *nproxy_coll_kind_name(enum nproxy_coll_kind kind)
+{
+	static const char *const names[] = {
+		[NPROXY_COLL_ALLGATHER] = "allgather", [NPROXY_COLL_ALLREDUCE] = "allreduce",
+		[NPROXY_COLL_SENDRECV] = "sendrecv", [NPROXY_COLL_CUSTOM] = "custom",
+	};
+
+	return (unsigned int)kind < sizeof(names) / sizeof(names[0]) ? names[kind] : NULL;
+}
+
+enum nproxy_status nproxy_coll_open(struct nproxy_rank *rank, struct nproxy_coll **out)
+{
+	struct nproxy_coll *c;
+
+	if (out)
+		*out = NULL;
+	if (!rank || !out || !nproxy_rank_comm(rank))
+		return NPROXY_INVALID;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return NPROXY_RESOURCE;
+	c->rank = rank;
+	c->comm = nproxy_rank_comm(rank);
+	c->hs = nproxy_rank_hs(rank);
+	c->net = nproxy_rank_net(rank);
+	c->bp = nproxy_rank_bp(rank);
+	c->me = nproxy_rank_rank(rank);
+	c->n_ranks = nproxy_rank_size(rank);
+	*out = c;
+	return NPROXY_SUCCESS;
+}
+
+const char *nproxy_coll_strerror(const struct nproxy_coll *coll)
+{
+	return coll ? coll->err : "";
+}
+
+static bool in_place_or_apart(const void *send, const void *place, size_t len,
+			      const void *whole, size_t whole_len)
+{
+	const char *s = send, *w = whole;
+
+	if (!send || send == place)
+		return true;
+	/* An out-of-place input must not overlap the result. */
+	return s + len <= w || s >= w + whole_len;
+}
+
+/* Everything about desc that can be wrong before anything starts. */
+static enum nproxy_status check_desc(struct nproxy_coll *c, const struct nproxy_coll_desc *d)
+{
+	size_t esize;
+	uint64_t bytes, total;
+
+	if (!d || NPX_OPTS_CHECK(d, "nproxy_coll_desc") != NPROXY_SUCCESS || d->reserved)
+		return npx_coll_fail(c, NPROXY_INVALID, "bad op description (NULL, size %u, or reserved bytes set)",
+				     d ? d->size : 0);
+	if (d->n_prologue > NPROXY_COLL_MAX_PROLOGUE || (d->n_prologue && !d->prologue))
+		return npx_coll_fail(c, NPROXY_INVALID, "prologue of %u steps (at most %u)",
+				     d->n_prologue, NPROXY_COLL_MAX_PROLOGUE);
+	if (d->kind == NPROXY_COLL_CUSTOM) {
+		if (!d->cc || !d->prog || !d->n_prog || d->n_prog > NPROXY_MAX_PROG_STEPS ||
+		    d->n_prologue || d->count || d->sendbuf || d->recvbuf)
+			return npx_coll_fail(c, NPROXY_INVALID,
+					     "custom op: needs cc and prog (1..%u steps), and no buffers or prologue",
+					     NPROXY_MAX_PROG_STEPS);
+		return NPROXY_SUCCESS;
+	}
+	if (d->cc || d->prog || d->n_prog)
+		return npx_coll_fail(c, NPROXY_INVALID, "cc/prog are for NPROXY_COLL_CUSTOM only");
+	esize = nproxy_dtype_size((enum nproxy_dtype)d->dtype);
+	if (!nproxy_coll_kind_name((enum nproxy_coll_kind)d->kind) || !esize)
+		return npx_coll_fail(c, NPROXY_INVALID, "unknown kind %u or data type %u", d->kind,
+				     d->dtype);
+	if (d->kind == NPROXY_COLL_ALLREDUCE ? d->redop >= NPROXY_REDOP_COUNT : d->redop != 0)
+		return npx_coll_fail(c, NPROXY_INVALID, "reduction op %u for %s", d->redop,
+				     nproxy_coll_kind_name((enum nproxy_coll_kind)d->kind));
+	if (!d->count)
+		return NPROXY_SUCCESS;
+	bytes = d->count * esize;
+	total = d->kind == NPROXY_COLL_ALLGATHER ? bytes * c->n_ranks : bytes;
+	if (d->count > UINT32_MAX || bytes > UINT32_MAX)
+		return npx_coll_fail(c, NPROXY_INVALID, "%" PRIu64 " elements: a message is at most 4 GiB",
+				     d->count);
+	if (!d->recvbuf || (d->kind == NPROXY_COLL_SENDRECV && !d->sendbuf))
+		return npx_coll_fail(c, NPROXY_INVALID, "%s of %" PRIu64 " elements without %s",
+				     nproxy_coll_kind_name((enum nproxy_coll_kind)d->kind), d->count,
+				     d->recvbuf ? "a send buffer" : "a receive buffer");
+	if (d->kind == NPROXY_COLL_SENDRECV ?
+	    !in_place_or_apart(d->sendbuf, NULL, bytes, d->recvbuf, bytes) :
+	    !in_place_or_apart(d->sendbuf,
+			       (char *)d->recvbuf + (d->kind == NPROXY_COLL_ALLGATHER ? bytes * c->me : 0),
+			       bytes, d->recvbuf, total))
+		return npx_coll_fail(c, NPROXY_INVALID, "the send buffer overlaps the receive buffer");
+	return NPROXY_SUCCESS;
+}
+
+/* AVG: the sum the ring made, divided by the number of ranks. */
+static void divide(void *buf, uint64_t n, enum nproxy_dtype dtype, uint32_t by)
+{
+	switch (dtype) {
+#define DIVIDE(T)						\
+	do {							\
+		T *p = buf;					\
+		for (uint64_t i = 0; i < n; i++)		\
+			p[i] = (T)(p[i] / (T)by);		\
+	} while (0)
+	case NPROXY_INT8:
+		DIVIDE(int8_t);
+		break;
+	case NPROXY_UINT8:
+		DIVIDE(uint8_t);
+		break;
+	case NPROXY_INT32:
+		DIVIDE(int32_t);
+		break;
+	case NPROXY_UINT32:
+		DIVIDE(uint32_t);
+		break;
+	case NPROXY_INT64:
+		DIVIDE(int64_t);
+		break;
+	case NPROXY_UINT64:
+		DIVIDE(uint64_t);
+		break;
+	case NPROXY_FLOAT32:
+		DIVIDE(float);
+		break;
+	case NPROXY_FLOAT64:
+		DIVIDE(double);
+		break;
+#undef DIVIDE
+	case NPROXY_FLOAT16:
+	case NPROXY_BFLOAT16: {
+		uint16_t *p = buf;
+		bool bf = dtype == NPROXY_BFLOAT16;
+
+		for (uint64_t i = 0; i < n; i++) {
+			float f = (bf ? npx_bf16_to_float(p[i]) : npx_half_to_float(p[i])) / (float)by;
+
+			p[i] = bf ? npx_float_to_bf16(f) : npx_float_to_half(f);
+		}
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+/* The input in its place in the result buffer (an out-of-place op). */
+static void place_input(struct nproxy_coll *c, const struct nproxy_coll_desc *d)
+{
+	size_t bytes = d->count * nproxy_dtype_size((enum nproxy_dtype)d->dtype);
+	char *place = d->recvbuf;
+
+	if (d->kind == NPROXY_COLL_SENDRECV || !d->sendbuf || !bytes)
+		return;
+	if (d->kind == NPROXY_COLL_ALLGATHER)
+		place += bytes * c->me;
+	if (place != d->sendbuf)
+		memcpy(place, d->sendbuf, bytes);
+}
+
+static uint64_t wait_ns_until(uint64_t deadline_ms)
+{
+	uint64_t now = (uint64_t)npx_now_ms();
+	uint64_t ns = deadline_ms > now ? (deadline_ms - now) * 1000000ull : 1000000ull;
+
+	return ns > NPROXY_MAX_WAIT_NS ? NPROXY_MAX_WAIT_NS : ns;
+}
+
+/* The device program of a built-in op: prologue, trigger, the op's sems. */
+static uint32_t build_prog(struct nproxy_coll *c, const struct nproxy_coll_desc *d,
+			   uint64_t recv_final, uint64_t reduce_final, uint64_t reduce_base)
+{
+	uint64_t wait_ns = wait_ns_until(c->op.deadline_ms);
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < d->n_prologue; i++)
+		c->prog[n++] = d->prologue[i];
+	c->prog[n++] = (struct nproxy_prog_step){ .op = NPROXY_STEP_WRITE_TRIGGER, .index = 0,
+						  .value = 1 };
+	c->prog[n++] = (struct nproxy_prog_step){ .op = NPROXY_STEP_WAIT_SEM,
+						  .index = COLL_SEM_RECV, .value = recv_final,
+						  .timeout_ns = wait_ns };
+	if (reduce_final != reduce_base)
+		c->prog[n++] = (struct nproxy_prog_step){ .op = NPROXY_STEP_WAIT_SEM,
+							  .index = COLL_SEM_REDUCE,
+							  .value = reduce_final, .timeout_ns = wait_ns };
+	return n;
+}
+
+/* The trigger words the op's tasks gate on, back to "not reached". */
+static void rearm(struct nproxy_coll *c, const struct nproxy_cc_op *cc)
+{
+	for (uint32_t s = 0; s < cc->streams_n; s++) {
+		volatile uint32_t *w = cc->trigger_words[s] ? cc->trigger_words[s] :
+				       nproxy_hs_trigger(c->hs, s);
+
+		if (w)
+			nproxy_trigger_store(w, NPROXY_TRIGGER_SENTINEL);
+	}
+}
+
+/* Submit the program and enqueue the tasks; undo the submit if the enqueue fails. */
+static enum nproxy_status launch(struct nproxy_coll *c, const struct nproxy_cc_op *cc,
+				 const struct nproxy_prog_step *prog, uint32_t n_prog)
+{
+	enum nproxy_status st;
+
+	rearm(c, cc);
+	st = nproxy_hs_submit(c->hs, prog, n_prog, NULL);
+	if (st != NPROXY_SUCCESS)
+		return npx_coll_fail(c, st, "op %" PRIu64 ": device program submit: %s (%s)",
+				     c->op.seq, nproxy_status_str(st), nproxy_hs_strerror(c->hs));
+	st = nproxy_enq_proxy_tasks(c->comm, cc, c->op.seq, &c->op.ctx);
+	if (st != NPROXY_SUCCESS) {
+		nproxy_hs_cancel(c->hs);
+		nproxy_hs_wait(c->hs, COLL_CANCEL_MS, NULL);
+		return npx_coll_fail(c, st, "op %" PRIu64 ": enqueue proxy tasks: %s (%s)",
+				     c->op.seq, nproxy_status_str(st), nproxy_comm_strerror(c->comm));
+	}
+	return NPROXY_SUCCESS;
+}
+
+enum nproxy_status nproxy_coll_start(struct nproxy_coll *c, const struct nproxy_coll_desc *d)
+{
+	struct nproxy_cc_op cc = NPROXY_CC_OP_INIT;
+	uint64_t recv_base, reduce_base, recv_final, reduce_final, seq;
+	enum nproxy_status st;
+	uint32_t n_prog;
+
+	if (!c)
+		return NPROXY_INVALID;
+	if (c->broken)
+		return c->broken;
+	if (c->op.active)
+		return npx_coll_fail(c, NPROXY_BUSY, "op %" PRIu64 " is still in flight", c->op.seq);
+	st = check_desc(c, d);
+	if (st != NPROXY_SUCCESS)
+		return st;
+	seq = c->op.seq + 1;
+	memset(&c->op, 0, sizeof(c->op));
+	c->op.seq = seq;
+	c->op.kind = (enum nproxy_coll_kind)d->kind;
+	c->op.res.seq = seq;
+	c->op.res.dead_rank = UINT32_MAX;
+	c->op.deadline_ms = (uint64_t)npx_now_ms() +
+			    (d->timeout_ms ? d->timeout_ms : nproxy_comm_timeout_ms(c->comm));
+	if (d->kind == NPROXY_COLL_CUSTOM) {
+		st = launch(c, d->cc, d->prog, d->n_prog);
+		if (st == NPROXY_SUCCESS)
+			c->op.active = true;
+		return st;
+	}
+	place_input(c, d);
+	c->op.avg = d->kind == NPROXY_COLL_ALLREDUCE && d->redop == NPROXY_AVG;
+	c->op.dtype = (enum nproxy_dtype)d->dtype;
+	c->op.result = d->recvbuf;
+	c->op.result_count = d->count;
+	c->op.active = true;
+	if (!d->count || (c->n_ranks == 1 && d->kind != NPROXY_COLL_SENDRECV)) {
+		/* Nothing crosses the network: done at once, on every rank alike. */
+		c->op.net_done = c->op.prog_done = true;
+		c->op.res.prog.state = NPROXY_PROG_DONE;
+		return NPROXY_SUCCESS;
+	}
+	c->op.active = false;
+	if (!c->hs || nproxy_hs_n_sems(c->hs) < COLL_MIN_SEMS)
+		return npx_coll_fail(c, NPROXY_INVALID, "the rank's device region has %u semaphores; an op needs %u",
+				     c->hs ? nproxy_hs_n_sems(c->hs) : 0, COLL_MIN_SEMS);
+	recv_base = nproxy_sem_load(nproxy_hs_sem(c->hs, COLL_SEM_RECV));
+	reduce_base = nproxy_sem_load(nproxy_hs_sem(c->hs, COLL_SEM_REDUCE));
+	st = npx_coll_build(c, d, recv_base, reduce_base, &recv_final, &reduce_final);
+	if (st != NPROXY_SUCCESS)
+		return st;
+	n_prog = build_prog(c, d, recv_final, reduce_final, reduce_base);
+	cc.streams_n = 1;
+	cc.streams[0].blocks = &c->block;
+	cc.streams[0].n_blocks = 1;
+	st = launch(c, &cc, c->prog, n_prog);
+	if (st == NPROXY_SUCCESS)
+		c->op.active = true;
+	return st;
+}
+
+/* The op's first failure is the one reported; later ones are its fallout. */
+static enum nproxy_status op_fail(struct nproxy_coll *c, enum nproxy_coll_part part,
+				  enum nproxy_status st, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static enum nproxy_status op_fail(struct nproxy_coll *c, enum nproxy_coll_part part,
+				  enum nproxy_status st, const char *fmt, ...)
+{
+	char text[COLL_ERR_LEN];
+	va_list ap;
+
+	if (c->op.res.status != NPROXY_SUCCESS)
+		return c->op.res.status;
+	c->op.res.status = st;
+	c->op.res.part = part;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	return npx_coll_fail(c, st, "op %" PRIu64 " (%s): %s", c->op.seq,
+			     nproxy_coll_kind_name(c->op.kind), text);
+}
+
+/* A dead local peer, if the bus saw one: named by its job rank and pid. */
+static bool peer_died(struct nproxy_coll *c)
+{
+	uint32_t dead;
+	int pid;
+
+	if (!c->bp || nproxy_bp_check_peers(c->bp, &dead, &pid) != NPROXY_PEER_DEAD)
+		return false;
+	c->op.res.dead_rank = nproxy_rank_of_bus_rank(c->rank, dead);
+	c->op.res.dead_pid = pid;
+	op_fail(c, NPROXY_COLL_PART_PEER, NPROXY_PEER_DEAD, "peer rank %u (pid %d) died",
+		c->op.res.dead_rank, pid);
+	return true;
+}
+
+/* One slice of waiting on the network task; true when it ended. */
+static bool wait_network(struct nproxy_coll *c, uint32_t slice_ms)
+{
+	enum nproxy_status st, task_st = NPROXY_SUCCESS;
+	bool done = false;
+
+	st = nproxy_await_status(c->comm, c->op.ctx, NPROXY_TASK_NETWORK, slice_ms, &done, &task_st);
+	if (st != NPROXY_SUCCESS) {
+		op_fail(c, NPROXY_COLL_PART_NETWORK, st, "network task: %s", nproxy_status_str(st));
+		return true;
+	}
+	if (!done)
+		return false;
+	c->op.net_done = true;
+	/* A peer's death often shows first as a failed transfer: name the death. */
+	if (task_st != NPROXY_SUCCESS && !peer_died(c)) {
+		const char *why = nproxy_net_strerror(c->net);
+
+		op_fail(c, NPROXY_COLL_PART_NETWORK, task_st, "network task: %s%s%s",
+			nproxy_status_str(task_st), *why ? ": " : "", why);
+	}
+	return true;
+}
+
+/* One slice of waiting on the device program; true when it ended. */
+static bool wait_device(struct nproxy_coll *c, uint32_t slice_ms)
+{
+	struct nproxy_prog_result *pr = &c->op.res.prog;
+	enum nproxy_status st = nproxy_hs_wait(c->hs, slice_ms, pr);
+
+	if (st == NPROXY_TIMEOUT)
+		return false;
+	c->op.prog_done = true;
+	if (st != NPROXY_SUCCESS)
+		op_fail(c, NPROXY_COLL_PART_DEVICE, st,
+			"device program ended in state %u at step %u (error %d)", pr->state,
+			pr->failed_step, pr->error);
+	return true;
+}
+
+/* The previous op's barrier task: collected once this op's data is in. */
+static bool wait_barrier(struct nproxy_coll *c, uint32_t slice_ms)
+{
+	enum nproxy_status st, task_st = NPROXY_SUCCESS;
+	bool done = false;
+
+	if (!c->barrier_pending)
+		return true;
+	st = nproxy_await_status(c->comm, c->barrier_ctx, NPROXY_TASK_BARRIER, slice_ms, &done,
+				 &task_st);
+	if (st == NPROXY_SUCCESS && !done)
+		return false;
+	c->barrier_pending = false;
+	if (st == NPROXY_SUCCESS)
+		st = task_st;
+	if (st != NPROXY_SUCCESS && !peer_died(c))
+		op_fail(c, NPROXY_COLL_PART_BARRIER, st, "barrier task of op %" PRIu64 ": %s",
+			c->barrier_seq, nproxy_status_str(st));
+	return true;
+}
+
+/* After a failure: stop the device program and the op's tasks, so that no
+ * part of the library touches the op's buffers any more. */
+static void op_abort(struct nproxy_coll *c)
+{
+	if (!c->op.prog_done) {
+		nproxy_hs_cancel(c->hs);
+		nproxy_hs_wait(c->hs, COLL_CANCEL_MS, &c->op.res.prog);
+		c->op.prog_done = true;
+	}
+	nproxy_comm_abort(c->comm);
+	c->barrier_pending = false;
+	c->broken = c->op.res.status;
+}
+
+/* The op ended (collected): hand back its result. */
+static enum nproxy_status op_end(struct nproxy_coll *c, struct nproxy_coll_result *res)
+{
+	enum nproxy_status st = c->op.res.status;
+
+	if (st != NPROXY_SUCCESS) {
+		op_abort(c);
+	} else {
+		if (c->op.avg)
+			divide(c->op.result, c->op.result_count, c->op.dtype, c->n_ranks);
+		if (c->op.ctx) {
+			c->barrier_pending = true;
+			c->barrier_ctx = c->op.ctx;
+			c->barrier_seq = c->op.seq;
+		}
+		c->err[0] = '\0';
+	}
+	c->op.active = false;
+	if (res)
+		*res = c->op.res;
+	return st;
+}
+
+static uint32_t min_ms(uint64_t a, uint64_t b)
+{
+	uint64_t m = a < b ? a : b;
+
+	return m > COLL_LIVENESS_SLICE_MS ? COLL_LIVENESS_SLICE_MS : (uint32_t)m;
+}
+
+enum nproxy_status nproxy_coll_wait(struct nproxy_coll *c, uint32_t timeout_ms,
+				    struct nproxy_coll_result *res)
+{
+	uint64_t end;
+
+	if (!c)
+		return NPROXY_INVALID;
+	if (!c->op.active)
+		return npx_coll_fail(c, NPROXY_INVALID, "no op in flight");
+	end = (uint64_t)npx_now_ms() + timeout_ms;
+	for (;;) {
+		uint64_t now = (uint64_t)npx_now_ms();
+		uint32_t slice = min_ms(end > now ? end - now : 0,
+					c->op.deadline_ms > now ? c->op.deadline_ms - now : 0);
+		bool ended;
+
+		if (!c->op.net_done)
+			ended = wait_network(c, slice) && c->op.res.status == NPROXY_SUCCESS &&
+				wait_device(c, 0);
+		else if (!c->op.prog_done)
+			ended = wait_device(c, slice);
+		else
+			ended = true;
+		if (c->op.res.status != NPROXY_SUCCESS)
+			return op_end(c, res);
+		if (ended && c->op.net_done && c->op.prog_done && wait_barrier(c, slice)) {
+			/* wait_barrier may have failed the op. */
+			return op_end(c, res);
+		}
+		if (peer_died(c))
+			return op_end(c, res);
+		now = (uint64_t)npx_now_ms();
+		if (now >= c->op.deadline_ms) {
+			op_fail(c, NPROXY_COLL_PART_DEADLINE, NPROXY_TIMEOUT,
+				"not done within its %s deadline (network task %s, device program %s)",
+				"op", c->op.net_done ? "done" : "running",
+				c->op.prog_done ? "done" : "running");
+			return op_end(c, res);
+		}
+		if (now >= end)
+			return NPROXY_BUSY;
+	}
+}
+
+enum nproxy_status nproxy_coll_run(struct nproxy_coll *c, const struct nproxy_coll_desc *d,
+				   struct nproxy_coll_result *res)
+{
+	enum nproxy_status st = nproxy_coll_start(c, d);
+
+	if (st != NPROXY_SUCCESS)
+		return st;
+	do {
+		st = nproxy_coll_wait(c, UINT32_MAX, res);
+	} while (st == NPROXY_BUSY);
+	return st;
+}
+
+void nproxy_coll_close(struct nproxy_coll *c)
+{
+	if (!c)
+		return;
+	if (c->op.active) {
+		if (c->op.res.status == NPROXY_SUCCESS)
+			op_fail(c, NPROXY_COLL_PART_NONE, NPROXY_CANCELLED, "closed while in flight");
+		op_abort(c);
+	}
+	if (c->barrier_pending && !c->broken) {
+		uint64_t end = (uint64_t)npx_now_ms() + nproxy_comm_timeout_ms(c->comm);
+
+		while (c->barrier_pending && (uint64_t)npx_now_ms() < end && !peer_died(c))
+			wait_barrier(c, COLL_LIVENESS_SLICE_MS);
+		if (c->barrier_pending)
+			nproxy_comm_abort(c->comm);
+	}
+	npx_coll_mr_drop_all(c);
+	if (c->scratch) {
+		nproxy_net_mr_deregister(c->net, c->scratch_mr);
+		free(c->scratch);
+	}
+	free(c->ops);
+	free(c->src);
+	free(c->dst);
+	free(c);
+}

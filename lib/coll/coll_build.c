@@ -1,0 +1,257 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The built-in collectives as one basic block of ring ops each.
+ *
+ * One block, not one per ring step: the engine posts a block's receives
+ * ahead (up to its credits) while each send waits, on its precondition,
+ * for the data it forwards; a block per step would post a step's receive
+ * only after the previous step drained.  Two semaphores carry the whole
+ * op, with thresholds counted from their values at the start:
+ *
+ *   RECV   every receive adds 1 (COLL_SEM_RECV), in FIFO order
+ *   REDUCE every reduction adds 1 (COLL_SEM_REDUCE)
+ *
+ * Allgather, rank r of W, step s = 0..W-2: send part (r - s) to r + 1,
+ * receive part (r - s - 1) from r - 1; the send of step s > 0 waits for
+ * the receive of step s - 1 (RECV >= s).
+ *
+ * Allreduce: the count elements in W chunks.  Reduce-scatter step s: send
+ * chunk (r - s) (s > 0: after the reduction of step s - 1, REDUCE >= s),
+ * receive chunk (r - s - 1) into scratch slot s, reduce the slot into the
+ * chunk once it arrived (RECV >= s + 1).  After W - 1 steps rank r holds
+ * chunk (r + 1) whole; the allgather phase passes the whole chunks round,
+ * its first send after the last reduction (REDUCE >= W - 1).  A receive of
+ * the allgather phase that is posted early lands in a chunk only after the
+ * owner's sum, which includes what this rank last sent from that chunk,
+ * was made: the ring's order keeps the pre-posted receives safe.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <nproxy/net.h>
+#include "coll_internal.h"
+
+static bool grow_ops(struct nproxy_coll *c, uint32_t n)
+{
+	struct nproxy_net_op *ops;
+	struct nproxy_net_addr *src, *dst;
+
+	if (n <= c->cap_ops)
+		return true;
+	ops = realloc(c->ops, n * sizeof(*ops));
+	if (!ops)
+		return false;
+	c->ops = ops;
+	src = realloc(c->src, n * sizeof(*src));
+	if (!src)
+		return false;
+	c->src = src;
+	dst = realloc(c->dst, n * sizeof(*dst));
+	if (!dst)
+		return false;
+	c->dst = dst;
+	c->cap_ops = n;
+	return true;
+}
+
+/* Where each chunk of a W-way split of count elements starts and ends. */
+struct split {
+	uint64_t per;		/* elements per chunk (the last may be short) */
+	uint64_t count;
+	size_t esize;
+};
+
+static uint64_t chunk_off(const struct split *sp, uint32_t c)
+{
+	uint64_t e = (uint64_t)c * sp->per;
+
+	return (e < sp->count ? e : sp->count) * sp->esize;
+}
+
+static uint32_t chunk_len(const struct split *sp, uint32_t c)
+{
+	return (uint32_t)(chunk_off(sp, c + 1) - chunk_off(sp, c));
+}
+
+struct builder {
+	struct nproxy_coll *c;
+	uint32_t n;
+	uint32_t next, prev;
+};
+
+static struct nproxy_net_op *add(struct builder *b, uint8_t kind, uint32_t peer, uint32_t len,
+				 struct nproxy_net_addr src, struct nproxy_net_addr dst)
+{
+	struct nproxy_net_op *op = &b->c->ops[b->n];
+
+	*op = (struct nproxy_net_op){ .kind = kind, .peer = peer, .addr_idx = b->n, .len = len };
+	b->c->src[b->n] = src;
+	b->c->dst[b->n] = dst;
+	b->n++;
+	return op;
+}
+
+static void gate(struct nproxy_net_op *op, uint16_t sem, uint64_t value)
+{
+	op->flags |= NPROXY_NET_OP_F_PRECOND;
+	op->pre_sem = sem;
+	op->pre_value = value;
+}
+
+static void announce(struct nproxy_net_op *op, uint16_t sem)
+{
+	op->flags |= NPROXY_NET_OP_F_COMPLETE;
+	op->post_sem = sem;
+	op->post_inc = 1;
+}
+
+static struct nproxy_net_addr at(uint32_t mr, uint64_t off)
+{
+	return (struct nproxy_net_addr){ .mr = mr, .offset = off };
+}
+
+static void build_allgather(struct builder *b, uint32_t mr, uint64_t part_len, uint64_t recv_base)
+{
+	uint32_t W = b->c->n_ranks, r = b->c->me;
+
+	for (uint32_t s = 0; s + 1 < W; s++) {
+		uint32_t send_idx = (r + W - s) % W, recv_idx = (r + 2 * W - s - 1) % W;
+		struct nproxy_net_op *op;
+
+		op = add(b, NPROXY_NET_OP_SEND, b->next, (uint32_t)part_len,
+			 at(mr, send_idx * part_len), at(mr, 0));
+		if (s)
+			gate(op, COLL_SEM_RECV, recv_base + s);
+		op = add(b, NPROXY_NET_OP_RECV, b->prev, (uint32_t)part_len, at(mr, 0),
+			 at(mr, recv_idx * part_len));
+		announce(op, COLL_SEM_RECV);
+	}
+}
+
+static void build_allreduce(struct builder *b, uint32_t mr, const struct split *sp,
+			    const struct nproxy_coll_desc *d, uint64_t recv_base,
+			    uint64_t reduce_base)
+{
+	struct nproxy_coll *c = b->c;
+	uint32_t W = c->n_ranks, r = c->me;
+	uint64_t slot = (uint64_t)sp->per * sp->esize;
+	struct nproxy_net_op *op;
+
+	for (uint32_t s = 0; s + 1 < W; s++) {
+		uint32_t send_idx = (r + W - s) % W, recv_idx = (r + 2 * W - s - 1) % W;
+
+		op = add(b, NPROXY_NET_OP_SEND, b->next, chunk_len(sp, send_idx),
+			 at(mr, chunk_off(sp, send_idx)), at(mr, 0));
+		if (s)
+			gate(op, COLL_SEM_REDUCE, reduce_base + s);
+		op = add(b, NPROXY_NET_OP_RECV, b->prev, chunk_len(sp, recv_idx), at(mr, 0),
+			 at(c->scratch_mr, s * slot));
+		announce(op, COLL_SEM_RECV);
+		op = add(b, NPROXY_NET_OP_REDUCE, 0, chunk_len(sp, recv_idx),
+			 at(c->scratch_mr, s * slot), at(mr, chunk_off(sp, recv_idx)));
+		op->dtype = (uint8_t)d->dtype;
+		op->redop = (uint8_t)d->redop;
+		gate(op, COLL_SEM_RECV, recv_base + s + 1);
+		announce(op, COLL_SEM_REDUCE);
+	}
+	for (uint32_t t = 0; t + 1 < W; t++) {
+		uint32_t send_idx = (r + 1 + W - t) % W, recv_idx = (r + W - t) % W;
+
+		op = add(b, NPROXY_NET_OP_SEND, b->next, chunk_len(sp, send_idx),
+			 at(mr, chunk_off(sp, send_idx)), at(mr, 0));
+		if (t)
+			gate(op, COLL_SEM_RECV, recv_base + (W - 1) + t);
+		else
+			gate(op, COLL_SEM_REDUCE, reduce_base + W - 1);
+		op = add(b, NPROXY_NET_OP_RECV, b->prev, chunk_len(sp, recv_idx), at(mr, 0),
+			 at(mr, chunk_off(sp, recv_idx)));
+		announce(op, COLL_SEM_RECV);
+	}
+}
+
+/* The allreduce's landing slots: W - 1 of one chunk each, registered once. */
+static enum nproxy_status scratch_for(struct nproxy_coll *c, size_t len)
+{
+	void *p;
+
+	if (len <= c->scratch_len && c->scratch)
+		return NPROXY_SUCCESS;
+	if (c->scratch) {
+		nproxy_net_mr_deregister(c->net, c->scratch_mr);
+		free(c->scratch);
+		c->scratch = NULL;
+		c->scratch_len = 0;
+	}
+	p = aligned_alloc(4096, (len + 4095) & ~(size_t)4095);
+	if (!p)
+		return npx_coll_fail(c, NPROXY_RESOURCE, "allreduce scratch of %zu bytes", len);
+	if (nproxy_net_mr_register(c->net, p, len, &c->scratch_mr) != NPROXY_SUCCESS) {
+		free(p);
+		return npx_coll_fail(c, NPROXY_RESOURCE, "registering the allreduce scratch: %s",
+				     nproxy_net_strerror(c->net));
+	}
+	c->scratch = p;
+	c->scratch_len = len;
+	return NPROXY_SUCCESS;
+}
+
+enum nproxy_status npx_coll_build(struct nproxy_coll *c, const struct nproxy_coll_desc *d,
+				  uint64_t recv_base, uint64_t reduce_base,
+				  uint64_t *recv_final, uint64_t *reduce_final)
+{
+	uint32_t W = c->n_ranks;
+	size_t esize = nproxy_dtype_size((enum nproxy_dtype)d->dtype);
+	struct builder b = { .c = c, .next = (c->me + 1) % W, .prev = (c->me + W - 1) % W };
+	uint64_t total = d->kind == NPROXY_COLL_ALLGATHER ? d->count * W : d->count;
+	enum nproxy_status st;
+	uint32_t mr;
+
+	if (!grow_ops(c, 5 * W + 2))
+		return npx_coll_fail(c, NPROXY_RESOURCE, "FIFOs for %u ranks", W);
+	*recv_final = recv_base;
+	*reduce_final = reduce_base;
+	switch (d->kind) {
+	case NPROXY_COLL_ALLGATHER:
+		st = npx_coll_mr(c, d->recvbuf, total * esize, &mr);
+		if (st != NPROXY_SUCCESS)
+			return st;
+		build_allgather(&b, mr, d->count * esize, recv_base);
+		*recv_final = recv_base + (W - 1);
+		break;
+	case NPROXY_COLL_ALLREDUCE: {
+		struct split sp = { .per = (d->count + W - 1) / W, .count = d->count, .esize = esize };
+
+		st = scratch_for(c, (size_t)((W - 1) * sp.per * esize));
+		if (st == NPROXY_SUCCESS)
+			st = npx_coll_mr(c, d->recvbuf, total * esize, &mr);
+		if (st != NPROXY_SUCCESS)
+			return st;
+		build_allreduce(&b, mr, &sp, d, recv_base, reduce_base);
+		*recv_final = recv_base + 2 * (W - 1);
+		*reduce_final = reduce_base + (W - 1);
+		break;
+	}
+	case NPROXY_COLL_SENDRECV: {
+		uint32_t smr, rmr;
+		struct nproxy_net_op *op;
+
+		st = npx_coll_mr(c, d->sendbuf, d->count * esize, &smr);
+		if (st == NPROXY_SUCCESS)
+			st = npx_coll_mr(c, d->recvbuf, d->count * esize, &rmr);
+		if (st != NPROXY_SUCCESS)
+			return st;
+		add(&b, NPROXY_NET_OP_SEND, b.next, (uint32_t)(d->count * esize), at(smr, 0),
+		    at(rmr, 0));
+		op = add(&b, NPROXY_NET_OP_RECV, b.prev, (uint32_t)(d->count * esize), at(smr, 0),
+			 at(rmr, 0));
+		announce(op, COLL_SEM_RECV);
+		*recv_final = recv_base + 1;
+		break;
+	}
+	default:
+		return npx_coll_fail(c, NPROXY_INVALID, "kind %u cannot be built", d->kind);
+	}
+	c->block = (struct nproxy_fifo_set){ .ops = c->ops, .n_ops = b.n, .src = c->src,
+					     .n_src = b.n, .dst = c->dst, .n_dst = b.n };
+	return NPROXY_SUCCESS;
+}
