@@ -135,7 +135,7 @@ asan:
 # TSan for the threaded areas.  tools/ is left out: run_launcher.sh's veth
 # case fails under ASan and TSan; add it once it is clean:
 # make tsan TSAN_AREAS="$(LIB_AREAS) tools".
-LIB_AREAS := common handshake proxy net bananaphone rank
+LIB_AREAS := common handshake proxy net bananaphone rank coll
 TSAN_AREAS ?= $(LIB_AREAS)
 tsan:
 	+@$(SUBMAKE) SAN=tsan CHECK_AREAS="$(filter $(TSAN_AREAS),$(TEST_AREAS))" check-host

@@ -290,8 +290,8 @@ enum nproxy_status nproxy_coll_start(struct nproxy_coll *c, const struct nproxy_
 	c->op.kind = (enum nproxy_coll_kind)d->kind;
 	c->op.res.seq = seq;
 	c->op.res.dead_rank = UINT32_MAX;
-	c->op.deadline_ms = (uint64_t)npx_now_ms() +
-			    (d->timeout_ms ? d->timeout_ms : nproxy_comm_timeout_ms(c->comm));
+	c->op.timeout_ms = d->timeout_ms ? d->timeout_ms : nproxy_comm_timeout_ms(c->comm);
+	c->op.deadline_ms = (uint64_t)npx_now_ms() + c->op.timeout_ms;
 	if (d->kind == NPROXY_COLL_CUSTOM) {
 		st = launch(c, d->cc, d->prog, d->n_prog);
 		if (st == NPROXY_SUCCESS)
@@ -365,8 +365,8 @@ static bool peer_died(struct nproxy_coll *c)
 	return true;
 }
 
-/* One slice of waiting on the network task; true when it ended. */
-static bool wait_network(struct nproxy_coll *c, uint32_t slice_ms)
+/* One slice of waiting on the network task. */
+static void wait_network(struct nproxy_coll *c, uint32_t slice_ms)
 {
 	enum nproxy_status st, task_st = NPROXY_SUCCESS;
 	bool done = false;
@@ -374,10 +374,10 @@ static bool wait_network(struct nproxy_coll *c, uint32_t slice_ms)
 	st = nproxy_await_status(c->comm, c->op.ctx, NPROXY_TASK_NETWORK, slice_ms, &done, &task_st);
 	if (st != NPROXY_SUCCESS) {
 		op_fail(c, NPROXY_COLL_PART_NETWORK, st, "network task: %s", nproxy_status_str(st));
-		return true;
+		return;
 	}
 	if (!done)
-		return false;
+		return;
 	c->op.net_done = true;
 	/* A peer's death often shows first as a failed transfer: name the death. */
 	if (task_st != NPROXY_SUCCESS && !peer_died(c)) {
@@ -386,23 +386,21 @@ static bool wait_network(struct nproxy_coll *c, uint32_t slice_ms)
 		op_fail(c, NPROXY_COLL_PART_NETWORK, task_st, "network task: %s%s%s",
 			nproxy_status_str(task_st), *why ? ": " : "", why);
 	}
-	return true;
 }
 
-/* One slice of waiting on the device program; true when it ended. */
-static bool wait_device(struct nproxy_coll *c, uint32_t slice_ms)
+/* One slice of waiting on the device program. */
+static void wait_device(struct nproxy_coll *c, uint32_t slice_ms)
 {
 	struct nproxy_prog_result *pr = &c->op.res.prog;
 	enum nproxy_status st = nproxy_hs_wait(c->hs, slice_ms, pr);
 
 	if (st == NPROXY_TIMEOUT)
-		return false;
+		return;
 	c->op.prog_done = true;
 	if (st != NPROXY_SUCCESS)
 		op_fail(c, NPROXY_COLL_PART_DEVICE, st,
 			"device program ended in state %u at step %u (error %d)", pr->state,
 			pr->failed_step, pr->error);
-	return true;
 }
 
 /* The previous op's barrier task: collected once this op's data is in. */
@@ -484,28 +482,28 @@ enum nproxy_status nproxy_coll_wait(struct nproxy_coll *c, uint32_t timeout_ms,
 		uint64_t now = (uint64_t)npx_now_ms();
 		uint32_t slice = min_ms(end > now ? end - now : 0,
 					c->op.deadline_ms > now ? c->op.deadline_ms - now : 0);
-		bool ended;
 
+		/*
+		 * The network task first (the waiting thread may drive it); the
+		 * device program is looked at once per slice meanwhile, so a
+		 * device that fails before the network stage ends the wait.
+		 */
 		if (!c->op.net_done)
-			ended = wait_network(c, slice) && c->op.res.status == NPROXY_SUCCESS &&
-				wait_device(c, 0);
-		else if (!c->op.prog_done)
-			ended = wait_device(c, slice);
-		else
-			ended = true;
+			wait_network(c, slice);
+		if (!c->op.prog_done && c->op.res.status == NPROXY_SUCCESS)
+			wait_device(c, c->op.net_done ? slice : 0);
 		if (c->op.res.status != NPROXY_SUCCESS)
 			return op_end(c, res);
-		if (ended && c->op.net_done && c->op.prog_done && wait_barrier(c, slice)) {
-			/* wait_barrier may have failed the op. */
+		/* wait_barrier may fail the op too. */
+		if (c->op.net_done && c->op.prog_done && wait_barrier(c, slice))
 			return op_end(c, res);
-		}
 		if (peer_died(c))
 			return op_end(c, res);
 		now = (uint64_t)npx_now_ms();
 		if (now >= c->op.deadline_ms) {
 			op_fail(c, NPROXY_COLL_PART_DEADLINE, NPROXY_TIMEOUT,
-				"not done within its %s deadline (network task %s, device program %s)",
-				"op", c->op.net_done ? "done" : "running",
+				"not done within its %u ms (network task %s, device program %s)",
+				c->op.timeout_ms, c->op.net_done ? "done" : "running",
 				c->op.prog_done ? "done" : "running");
 			return op_end(c, res);
 		}

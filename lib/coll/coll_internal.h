@@ -31,6 +31,7 @@ struct coll_op {
 	enum nproxy_coll_kind kind;
 	uint64_t seq;			/* exec_id, from 1 */
 	uint64_t ctx;
+	uint32_t timeout_ms;		/* desc.timeout_ms, resolved */
 	uint64_t deadline_ms;		/* CLOCK_MONOTONIC */
 	bool net_done, prog_done;
 	/* After success: AVG divides the result by n_ranks. */

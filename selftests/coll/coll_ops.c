@@ -1,0 +1,390 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The op verb's results: every built-in kind at 2 and 3 ranks (3: chunks
+ * that do not divide evenly), in place and out of place, every data type
+ * with every reduction op, empty ops, a one-rank job, buffers that change
+ * between ops (the registration cache), and a custom op built by hand.
+ * Each rank is a forked process with its own rank and coll.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include "kselftest_harness.h"
+#include "coll_test.h"
+
+#undef TEST_TIMEOUT_DEFAULT
+#define TEST_TIMEOUT_DEFAULT (3 * RT_WAIT_MS / 1000)
+
+struct job {
+	char id[64];
+	uint32_t n;
+	uint64_t count;
+	bool out_of_place;
+};
+
+static int run_job(const char *what, uint32_t n, nproxy_test_rank_fn fn, struct job *job)
+{
+	int codes[RT_MAX_RANKS];
+	int bad = 0;
+
+	rt_job_id(job->id, sizeof(job->id), what);
+	job->n = n;
+	rt_run_forked(n, fn, job, 2 * RT_WAIT_MS, codes);
+	for (uint32_t i = 0; i < n; i++) {
+		if (codes[i]) {
+			fprintf(stderr, "# %s: rank %u exited %d\n", what, i, codes[i]);
+			bad++;
+		}
+	}
+	return bad;
+}
+
+/* ---- allgather ---- */
+
+static int allgather_rank(uint32_t i, uint32_t n, void *arg)
+{
+	struct job *job = arg;
+	struct nproxy_coll_desc d = NPROXY_COLL_DESC_INIT;
+	uint64_t count = job->count;
+	uint32_t *buf = calloc(count * n, 4), *mine = calloc(count, 4);
+	struct ct_rank r;
+	int rc;
+
+	if (!buf || !mine)
+		return 80;
+	rc = ct_open(job->id, i, n, &r);
+	if (rc)
+		return rc;
+	for (uint32_t iter = 0; iter < 3 && !rc; iter++) {
+		memset(buf, 0xA5, count * n * 4);
+		for (uint64_t e = 0; e < count; e++)
+			(job->out_of_place ? mine : buf + i * count)[e] = rt_pattern(i + iter, e);
+		d.kind = NPROXY_COLL_ALLGATHER;
+		d.dtype = NPROXY_UINT32;
+		d.count = count;
+		d.sendbuf = job->out_of_place ? mine : NULL;
+		d.recvbuf = buf;
+		rc = ct_run(&r, i, &d);
+		for (uint32_t p = 0; p < n && !rc; p++)
+			for (uint64_t e = 0; e < count && !rc; e++)
+				if (buf[p * count + e] != rt_pattern(p + iter, e)) {
+					fprintf(stderr, "# rank %u: part %u word %" PRIu64 " wrong\n", i, p, e);
+					rc = 2;
+				}
+	}
+	ct_close(&r);
+	free(buf);
+	free(mine);
+	return rc;
+}
+
+TEST(allgather_in_place_2_ranks)
+{
+	struct job job = { .count = 1024 };
+
+	ASSERT_EQ(0, run_job("ag2", 2, allgather_rank, &job));
+}
+
+TEST(allgather_out_of_place_3_ranks_odd_count)
+{
+	struct job job = { .count = 1001, .out_of_place = true };
+
+	ASSERT_EQ(0, run_job("ag3", 3, allgather_rank, &job));
+}
+
+/* ---- allreduce: every type, every op ---- */
+
+static const enum nproxy_dtype all_types[] = {
+	NPROXY_INT8, NPROXY_UINT8, NPROXY_INT32, NPROXY_UINT32, NPROXY_INT64,
+	NPROXY_UINT64, NPROXY_FLOAT16, NPROXY_FLOAT32, NPROXY_FLOAT64, NPROXY_BFLOAT16,
+};
+
+static bool is_float(enum nproxy_dtype t)
+{
+	return t == NPROXY_FLOAT16 || t == NPROXY_FLOAT32 || t == NPROXY_FLOAT64 ||
+	       t == NPROXY_BFLOAT16;
+}
+
+/* What element e must hold after the allreduce of ct_value over n ranks. */
+static double expected(enum nproxy_redop op, enum nproxy_dtype t, uint32_t n, uint64_t e)
+{
+	double acc = ct_value(0, e, op);
+
+	for (uint32_t r = 1; r < n; r++) {
+		double v = ct_value(r, e, op);
+
+		switch (op) {
+		case NPROXY_PROD:
+			acc *= v;
+			break;
+		case NPROXY_MAX:
+			acc = v > acc ? v : acc;
+			break;
+		case NPROXY_MIN:
+			acc = v < acc ? v : acc;
+			break;
+		default:
+			acc += v;
+			break;
+		}
+	}
+	if (op == NPROXY_AVG)
+		acc = is_float(t) ? acc / n : floor(acc / n);
+	return acc;
+}
+
+static int allreduce_rank(uint32_t i, uint32_t n, void *arg)
+{
+	struct job *job = arg;
+	uint64_t count = job->count;
+	void *buf = calloc(count, 8), *in = calloc(count, 8);
+	struct ct_rank r;
+	int rc;
+
+	if (!buf || !in)
+		return 80;
+	rc = ct_open(job->id, i, n, &r);
+	for (size_t ti = 0; !rc && ti < sizeof(all_types) / sizeof(all_types[0]); ti++) {
+		enum nproxy_dtype t = all_types[ti];
+
+		for (uint32_t op = 0; !rc && op < NPROXY_REDOP_COUNT; op++) {
+			struct nproxy_coll_desc d = NPROXY_COLL_DESC_INIT;
+			/* half and bfloat16 keep 3 significant digits: 0.5 % */
+			double tol = t == NPROXY_FLOAT16 || t == NPROXY_BFLOAT16 ? 5e-3 : 1e-6;
+
+			memset(buf, 0xA5, count * 8);
+			for (uint64_t e = 0; e < count; e++)
+				ct_set(job->out_of_place ? in : buf, t, e, ct_value(i, e, op));
+			d.kind = NPROXY_COLL_ALLREDUCE;
+			d.dtype = t;
+			d.redop = op;
+			d.count = count;
+			d.sendbuf = job->out_of_place ? in : buf;
+			d.recvbuf = buf;
+			rc = ct_run(&r, i, &d);
+			for (uint64_t e = 0; e < count && !rc; e++) {
+				double want = expected((enum nproxy_redop)op, t, n, e);
+				double got = ct_get(buf, t, e);
+
+				if (fabs(got - want) > tol * fabs(want)) {
+					fprintf(stderr, "# rank %u: %s %s element %" PRIu64 ": %g, want %g\n",
+						i, nproxy_dtype_name(t),
+						nproxy_redop_name((enum nproxy_redop)op), e, got, want);
+					rc = 2;
+				}
+			}
+		}
+	}
+	if (!rc || rc < 90)
+		ct_close(&r);
+	free(buf);
+	free(in);
+	return rc;
+}
+
+TEST(allreduce_every_type_and_op_2_ranks)
+{
+	struct job job = { .count = 256 };
+
+	ASSERT_EQ(0, run_job("ar2", 2, allreduce_rank, &job));
+}
+
+TEST(allreduce_every_type_and_op_3_ranks_out_of_place_odd_count)
+{
+	struct job job = { .count = 301, .out_of_place = true };
+
+	ASSERT_EQ(0, run_job("ar3", 3, allreduce_rank, &job));
+}
+
+/* Fewer elements than ranks: some chunks are empty. */
+TEST(allreduce_fewer_elements_than_ranks)
+{
+	struct job job = { .count = 2 };
+
+	ASSERT_EQ(0, run_job("ar3s", 3, allreduce_rank, &job));
+}
+
+/* ---- sendrecv ---- */
+
+static int sendrecv_rank(uint32_t i, uint32_t n, void *arg)
+{
+	struct job *job = arg;
+	struct nproxy_coll_desc d = NPROXY_COLL_DESC_INIT;
+	uint32_t *out = calloc(job->count, 4), *in = calloc(job->count, 4);
+	uint32_t prev = (i + n - 1) % n;
+	struct ct_rank r;
+	int rc;
+
+	if (!out || !in)
+		return 80;
+	rc = ct_open(job->id, i, n, &r);
+	if (rc)
+		return rc;
+	for (uint64_t e = 0; e < job->count; e++)
+		out[e] = rt_pattern(i, e);
+	d.kind = NPROXY_COLL_SENDRECV;
+	d.dtype = NPROXY_UINT32;
+	d.count = job->count;
+	d.sendbuf = out;
+	d.recvbuf = in;
+	rc = ct_run(&r, i, &d);
+	for (uint64_t e = 0; e < job->count && !rc; e++)
+		if (in[e] != rt_pattern(prev, e))
+			rc = 2;
+	ct_close(&r);
+	free(out);
+	free(in);
+	return rc;
+}
+
+TEST(sendrecv_passes_to_the_next_rank)
+{
+	struct job job = { .count = 4096 };
+
+	ASSERT_EQ(0, run_job("sr3", 3, sendrecv_rank, &job));
+}
+
+/* ---- empty ops, one rank ---- */
+
+static int empty_rank(uint32_t i, uint32_t n, void *arg)
+{
+	struct job *job = arg;
+	struct nproxy_coll_desc d = NPROXY_COLL_DESC_INIT;
+	struct nproxy_coll_result res;
+	uint32_t buf[4] = { 1, 2, 3, 4 }, src[4] = { 5, 6, 7, 8 };
+	struct ct_rank r;
+	int rc;
+
+	rc = ct_open(job->id, i, n, &r);
+	if (rc)
+		return rc;
+	d.kind = NPROXY_COLL_ALLREDUCE;
+	d.dtype = NPROXY_UINT32;
+	d.recvbuf = buf;
+	/* count 0: succeeds at once and touches nothing. */
+	if (nproxy_coll_run(r.coll, &d, &res) != NPROXY_SUCCESS || res.seq != 1 || buf[0] != 1)
+		rc = 3;
+	/* A one-rank allreduce is the input itself; out of place it is copied. */
+	d.count = 4;
+	d.sendbuf = src;
+	if (!rc && n == 1 && (ct_run(&r, i, &d) || memcmp(buf, src, sizeof(buf))))
+		rc = 4;
+	if (!rc && n == 1 && (nproxy_coll_wait(r.coll, 0, NULL) != NPROXY_INVALID))
+		rc = 5;	/* nothing in flight any more */
+	ct_close(&r);
+	return rc;
+}
+
+TEST(an_empty_op_completes_and_touches_nothing)
+{
+	struct job job = { 0 };
+
+	ASSERT_EQ(0, run_job("empty2", 2, empty_rank, &job));
+}
+
+TEST(a_one_rank_job_copies_the_input)
+{
+	struct job job = { 0 };
+
+	ASSERT_EQ(0, run_job("one", 1, empty_rank, &job));
+}
+
+/* ---- buffers that change between ops ---- */
+
+static int churn_rank(uint32_t i, uint32_t n, void *arg)
+{
+	struct job *job = arg;
+	struct ct_rank r;
+	int rc = ct_open(job->id, i, n, &r);
+
+	/* More distinct buffers than the cache holds, freed and reallocated. */
+	for (uint32_t iter = 0; iter < 3 * NPROXY_COLL_MR_CACHE && !rc; iter++) {
+		struct nproxy_coll_desc d = NPROXY_COLL_DESC_INIT;
+		uint64_t count = 64 + 32 * (iter % 5);
+		uint32_t *buf = malloc(count * n * 4);
+
+		if (!buf)
+			return 80;
+		for (uint64_t e = 0; e < count; e++)
+			buf[i * count + e] = rt_pattern(i + iter, e);
+		d.kind = NPROXY_COLL_ALLGATHER;
+		d.dtype = NPROXY_UINT32;
+		d.count = count;
+		d.recvbuf = buf;
+		rc = ct_run(&r, i, &d);
+		for (uint32_t p = 0; p < n && !rc; p++)
+			for (uint64_t e = 0; e < count && !rc; e++)
+				if (buf[p * count + e] != rt_pattern(p + iter, e))
+					rc = 2;
+		nproxy_coll_forget(r.coll, buf, count * n * 4);
+		free(buf);
+	}
+	ct_close(&r);
+	return rc;
+}
+
+TEST(buffers_freed_and_reallocated_between_ops)
+{
+	struct job job = { 0 };
+
+	ASSERT_EQ(0, run_job("churn", 2, churn_rank, &job));
+}
+
+/* ---- a custom op: the caller's block and program ---- */
+
+static int custom_rank(uint32_t i, uint32_t n, void *arg)
+{
+	struct job *job = arg;
+	struct nproxy_coll_desc d = NPROXY_COLL_DESC_INIT;
+	struct nproxy_cc_op cc = NPROXY_CC_OP_INIT;
+	struct nproxy_net_op ops[2];
+	struct nproxy_net_addr src, dst;
+	struct nproxy_fifo_set block;
+	struct nproxy_prog_step prog[2];
+	uint32_t out = rt_pattern(i, 7), in = 0, mr_out, mr_in;
+	struct nproxy_net *net;
+	uint64_t base;
+	struct ct_rank r;
+	int rc = ct_open(job->id, i, n, &r);
+
+	if (rc)
+		return rc;
+	net = nproxy_rank_net(r.rank);
+	if (nproxy_net_mr_register(net, &out, 4, &mr_out) ||
+	    nproxy_net_mr_register(net, &in, 4, &mr_in))
+		return 81;
+	base = nproxy_sem_load(nproxy_hs_sem(nproxy_rank_hs(r.rank), 1));
+	memset(ops, 0, sizeof(ops));
+	ops[0] = (struct nproxy_net_op){ .kind = NPROXY_NET_OP_SEND, .peer = (i + 1) % n, .len = 4 };
+	ops[1] = (struct nproxy_net_op){ .kind = NPROXY_NET_OP_RECV, .peer = (i + n - 1) % n,
+		.len = 4, .flags = NPROXY_NET_OP_F_COMPLETE, .post_sem = 1, .post_inc = 1 };
+	src = (struct nproxy_net_addr){ .mr = mr_out };
+	dst = (struct nproxy_net_addr){ .mr = mr_in };
+	block = (struct nproxy_fifo_set){ .ops = ops, .n_ops = 2, .src = &src, .n_src = 1,
+					  .dst = &dst, .n_dst = 1 };
+	cc.streams_n = 1;
+	cc.streams[0].blocks = &block;
+	cc.streams[0].n_blocks = 1;
+	prog[0] = (struct nproxy_prog_step){ .op = NPROXY_STEP_WRITE_TRIGGER, .value = 1 };
+	prog[1] = (struct nproxy_prog_step){ .op = NPROXY_STEP_WAIT_SEM, .index = 1,
+		.value = base + 1, .timeout_ns = (uint64_t)RT_WAIT_MS * 1000000ull };
+	d.kind = NPROXY_COLL_CUSTOM;
+	d.cc = &cc;
+	d.prog = prog;
+	d.n_prog = 2;
+	rc = ct_run(&r, i, &d);
+	if (!rc && in != rt_pattern((i + n - 1) % n, 7))
+		rc = 2;
+	nproxy_net_mr_deregister(net, mr_out);
+	nproxy_net_mr_deregister(net, mr_in);
+	ct_close(&r);
+	return rc;
+}
+
+TEST(a_custom_op_runs_the_callers_block_and_program)
+{
+	struct job job = { 0 };
+
+	ASSERT_EQ(0, run_job("custom", 2, custom_rank, &job));
+}
+
+TEST_HARNESS_MAIN
