@@ -29,20 +29,6 @@
 /* After a failure, how long the device program is given to stop. */
 #define COLL_CANCEL_MS		1000u
 
-enum nproxy_status npx_coll_fail(struct nproxy_coll *coll, enum nproxy_status st,
-				 const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	n = snprintf(coll->err, sizeof(coll->err), "rank %u: ", coll->me);
-	va_start(ap, fmt);
-	vsnprintf(coll->err + n, sizeof(coll->err) - (size_t)n, fmt, ap);
-	va_end(ap);
-	nproxy_log(NPROXY_LOG_ERROR, "%s", coll->err);
-	return st;
-}
-
 const char *nproxy_coll_kind_name(enum nproxy_coll_kind kind)
 {
 	static const char *const names[] = {
@@ -73,11 +59,6 @@ enum nproxy_status nproxy_coll_open(struct nproxy_rank *rank, struct nproxy_coll
 	c->n_ranks = nproxy_rank_size(rank);
 	*out = c;
 	return NPROXY_SUCCESS;
-}
-
-const char *nproxy_coll_strerror(const struct nproxy_coll *coll)
-{
-	return coll ? coll->err : "";
 }
 
 static bool in_place_or_apart(const void *send, const void *place, size_t len,

@@ -84,7 +84,7 @@ enum nproxy_status npx_coll_build(struct nproxy_coll *coll, const struct nproxy_
 enum nproxy_status npx_coll_mr(struct nproxy_coll *coll, const void *base, size_t len,
 			       uint32_t *id);
 void npx_coll_mr_drop_all(struct nproxy_coll *coll);
-/* coll.c: record why (the coll's text, logged) and return st. */
+/* coll_error.c: record why (the coll's text, logged) and return st. */
 enum nproxy_status npx_coll_fail(struct nproxy_coll *coll, enum nproxy_status st,
 				 const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

@@ -73,12 +73,12 @@ done
 ok=1
 for r in 0 1; do
 	((rcs[r] == 0)) || ok=0
-	grep -qx "rank $r: allgather of 2 x 4096 bytes (provider shm, memfd handshake): ok" "$work/rank$r.out" || ok=0
+	grep -qx "rank $r: allgather of 2 x 4096 bytes and allreduce of 1024 floats (provider shm, memfd handshake): ok" "$work/rank$r.out" || ok=0
 done
 if ((ok)); then
-	tap_ok "collective: 2 ranks, every chunk arrived on each"
+	tap_ok "collective: 2 ranks, every chunk arrived and every sum is right on each"
 else
-	tap_fail "collective: 2 ranks, every chunk arrived on each" "exit codes ${rcs[*]}" \
+	tap_fail "collective: 2 ranks, every chunk arrived and every sum is right on each" "exit codes ${rcs[*]}" \
 		"rank 0: $(cat "$work/rank0.out")" "rank 1: $(cat "$work/rank1.out")"
 fi
 tap_done
