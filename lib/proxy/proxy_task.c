@@ -109,9 +109,16 @@ static struct proxy_task_status *status_find(struct proxy_queue *q, const struct
  * is about to happen costs no system call), then park on the run_state word,
  * which the worker's DONE publish wakes.
  */
-static void status_wait_done(struct proxy_task_status *st, uint64_t timeout_ns, uint64_t spin_ns)
+static void status_wait_done(struct proxy_queue *q, struct proxy_task_status *st,
+			     uint64_t timeout_ns, uint64_t spin_ns)
 {
 	uint64_t start = npx_now_ns(), now = start;
+
+	/* The waiting thread steps the group itself (proxy_queue.c). */
+	if (npx_proxy_queue_caller_drives(q)) {
+		npx_proxy_queue_drive(q, st, timeout_ns);
+		return;
+	}
 
 	while (now - start < spin_ns && now - start < timeout_ns) {
 		for (int i = 0; i < 64; i++) {
@@ -158,7 +165,7 @@ enum nproxy_status nproxy_await_status(struct nproxy_comm *comm, uint64_t ctx,
 		proxy_status_get(found);
 		put_wait = found;
 		pthread_mutex_unlock(&q->state_mtx);
-		status_wait_done(found, (uint64_t)timeout_ms * 1000000ull, comm->spin_ns);
+		status_wait_done(q, found, (uint64_t)timeout_ms * 1000000ull, comm->spin_ns);
 		pthread_mutex_lock(&q->state_mtx);
 		rs = proxy_status_run_state(found);
 	}
