@@ -75,21 +75,6 @@ static enum nproxy_status resolve_op(struct nproxy_comm *comm, const struct npro
 	return NPROXY_SUCCESS;
 }
 
-/* Bytes the op's network ops move (sends and receives): NPROXY_CALLER_DRIVES=auto's measure. */
-static uint64_t op_bytes(const struct nproxy_cc_op *op)
-{
-	uint64_t bytes = 0;
-
-	for (uint32_t s = 0; s < op->streams_n; s++)
-		for (uint32_t b = 0; b < op->streams[s].n_blocks; b++) {
-			const struct nproxy_fifo_set *fs = &op->streams[s].blocks[b];
-
-			for (uint32_t i = 0; i < fs->n_ops; i++)
-				bytes += fs->ops[i].len;
-		}
-	return bytes;
-}
-
 enum nproxy_status nproxy_enq_proxy_tasks(struct nproxy_comm *comm, const struct nproxy_cc_op *in,
 					  uint64_t exec_id, uint64_t *ctx_out)
 {
@@ -122,7 +107,6 @@ enum nproxy_status nproxy_enq_proxy_tasks(struct nproxy_comm *comm, const struct
 	bar_st = npx_proxy_status_new(comm, ctx, NPROXY_TASK_BARRIER);
 	if (!net_st || !bar_st)
 		goto err;
-	net_st->op_bytes = bar_st->op_bytes = op_bytes(&op);
 	net = npx_proxy_net_task_new(comm, &op, words, &dev, net_st, exec_id);
 	if (!net)
 		goto err;

@@ -121,7 +121,6 @@ struct proxy_task_status {
 	uint32_t refcnt;		/* task + status list; atomic */
 	uint32_t sleepers;		/* consumers parked on run_state (lib/common/common_internal.h) */
 	uint64_t enc_ctx;
-	uint64_t op_bytes;		/* what the op's network ops move (auto's rule) */
 	const struct nproxy_comm *comm;	/* ctx is unique per comm only */
 	struct nproxy_proxy_task *pub;	/* published copy for tools, or NULL */
 	/* q->status list links, under q->state_mtx */
@@ -270,9 +269,8 @@ struct proxy_queue *npx_proxy_queue_create(uint32_t gid, enum nproxy_idle_policy
 				       uint64_t spin_ns);
 /* NPROXY_CALLER_DRIVES: auto (default), always, never. */
 enum proxy_caller_drives npx_proxy_caller_drives_from_env(void);
-/* Does a consumer waiting on st (a task of this group) step the group itself? */
-bool npx_proxy_queue_caller_drives(const struct proxy_queue *q,
-				   const struct proxy_task_status *st);
+/* Does a consumer waiting on a task of this group step the group itself? */
+bool npx_proxy_queue_caller_drives(const struct proxy_queue *q);
 /*
  * Step the group from the calling thread (a consumer waiting on st) until
  * st is DONE, timeout_ns passed or the group stops; the worker is parked

@@ -91,28 +91,15 @@ enum proxy_caller_drives npx_proxy_caller_drives_from_env(void)
 }
 
 /*
- * auto: the waiting thread drives an op whose network ops move at least
- * CALLER_DRIVES_AUTO_MIN_BYTES; smaller ops are left to the worker.  The
- * worker is woken by the enqueue and the trigger anyway, so driving saves
- * no wake-up on a short op and only adds the hand-over of the step right
- * (2 ranks, 1 KiB allgather: ~21 us driven against ~15 us); on a long one
- * the waiter's own ticks end it without the DONE wake-up
- * (Documentation/proxy.md has the measurements).
+ * auto leaves every tick to the worker.  The enqueue and the device's
+ * trigger wake the worker whatever the consumer does (a task nobody waits
+ * for must complete), so driving saves only the DONE wake-up and adds the
+ * hand-over of the step right; measured on 2 vCPUs it won no case beyond
+ * the noise but the largest 2-rank allgather (Documentation/proxy.md).
  */
-#define CALLER_DRIVES_AUTO_MIN_BYTES	(4ull << 20)
-
-bool npx_proxy_queue_caller_drives(const struct proxy_queue *q,
-				   const struct proxy_task_status *st)
+bool npx_proxy_queue_caller_drives(const struct proxy_queue *q)
 {
-	switch (q->caller_drives) {
-	case PROXY_CALLER_DRIVES_ALWAYS:
-		return true;
-	case PROXY_CALLER_DRIVES_NEVER:
-		return false;
-	case PROXY_CALLER_DRIVES_AUTO:
-	default:
-		return st->op_bytes >= CALLER_DRIVES_AUTO_MIN_BYTES;
-	}
+	return q->caller_drives == PROXY_CALLER_DRIVES_ALWAYS;
 }
 
 /* A spin window in microseconds from the environment, in ns. */

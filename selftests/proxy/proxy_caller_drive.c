@@ -367,13 +367,13 @@ TEST(always_makes_the_waiting_thread_step)
 	drives(NULL);
 }
 
-TEST(auto_leaves_a_small_op_to_the_worker)
+TEST(auto_leaves_the_op_to_the_worker)
 {
 	struct pair p;
 
 	drives(NULL);
 	ASSERT_EQ(0, pair_open(&p, 0, 1, 1));
-	/* 64 bytes each way: far below auto's threshold. */
+	/* auto's rule (Documentation/proxy.md): the worker makes every tick. */
 	EXPECT_FALSE(wait_with_late_peer(_metadata, &p));
 	EXPECT_EQ(1, rec_n_tids(&p.rec[0]));
 	pair_close(&p);
@@ -401,7 +401,7 @@ TEST(a_bad_value_is_warned_about_and_means_auto)
 	/* Read once per group: one line per group created. */
 	EXPECT_EQ(2, capture_count("NPROXY_CALLER_DRIVES=\"sometimes\": unknown value, using auto",
 				   1));
-	/* Still a working group, with auto's rule: a 64-byte op is the worker's. */
+	/* Still a working group, with auto's rule: the op is the worker's. */
 	EXPECT_FALSE(wait_with_late_peer(_metadata, &p));
 	pair_close(&p);
 
