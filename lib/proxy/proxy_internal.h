@@ -321,6 +321,11 @@ struct proxy_task_status *npx_proxy_status_new(struct nproxy_comm *comm, uint64_
 					   enum nproxy_task_type type);
 void npx_proxy_status_put(struct proxy_task_status *st);
 
+static inline void proxy_status_get(struct proxy_task_status *st)
+{
+	__atomic_add_fetch(&st->refcnt, 1, __ATOMIC_RELAXED);
+}
+
 static inline uint32_t proxy_status_run_state(const struct proxy_task_status *st)
 {
 	return __atomic_load_n(&st->run_state, __ATOMIC_ACQUIRE);
