@@ -21,6 +21,13 @@
  *
  *   INIT -> [WAITING_DEVICE_TRIGGER ->] PROGRESSING <-> IDLE -> DONE
  *
+ * A consumer waiting in nproxy_await_status()/nproxy_wait_status() may make
+ * those ticks itself (NPROXY_CALLER_DRIVES=auto|always|never, read once per
+ * group; Documentation/proxy.md says when auto does): it borrows the
+ * group's step right from the worker, which parks meanwhile, and gives it
+ * back when its wait ends (done, timed out).  One thread steps a group at
+ * any time; the worker steps it whenever nobody waits.
+ *
  * Threading: comm open/close, enqueue and the status calls may be made from
  * any thread.  A comm must not be freed while another thread uses it.
  */
@@ -117,10 +124,12 @@ struct nproxy_comm_opts {
 	 */
 	struct nproxy_hs *hs;
 	/* The network engine for this comm's network tasks (required unless
-	 * NPROXY_COMM_F_SKIP_NET).  Called only from the group's worker. */
+	 * NPROXY_COMM_F_SKIP_NET).  Called only from the one thread that holds
+	 * the group's step right (the worker, or a consumer driving while it
+	 * waits), never from two threads at once. */
 	struct nproxy_seam seam;
 	/* The host barrier across the comm's ranks; ops NULL is allowed only
-	 * when n_ranks == 1.  Called only from the group's worker. */
+	 * when n_ranks == 1.  Called like the seam. */
 	struct nproxy_host_barrier barrier;
 	/* nproxy_wait_status()'s deadline when it is given 0; 0 here:
 	 * NPROXY_PROXY_TIMEOUT_S (seconds, as the reference runtime's), else 300 s. */
@@ -209,7 +218,8 @@ struct nproxy_cc_op {
  * at a time in enqueue order (the seam names blocks by (stream, bb) only);
  * its barrier tasks use host barrier seq 1, 2, ... in enqueue order, so all
  * ranks must enqueue a comm's ops in the same order.  Seam and barrier calls
- * run on the group's worker and must not block.
+ * run on the thread holding the group's step right (the worker, or a
+ * consumer driving while it waits) and must not block.
  */
 NPROXY_API enum nproxy_status nproxy_enq_proxy_tasks(struct nproxy_comm *comm,
 						     const struct nproxy_cc_op *op,
@@ -227,10 +237,14 @@ NPROXY_API enum nproxy_status nproxy_check_status(struct nproxy_comm *comm, uint
 
 /*
  * nproxy_check_status() that waits up to timeout_ms (0: does not wait) for
- * the task to reach DONE: it spins for NPROXY_CONSUMER_SPIN_US (default 0),
- * then parks on the status word, which the worker's DONE publish wakes.
- * After timeout_ms it returns NPROXY_SUCCESS with *done false and logs
- * nothing: a caller with its own liveness checks loops on it.
+ * the task to reach DONE.  When the group's NPROXY_CALLER_DRIVES says so,
+ * the calling thread steps the group itself meanwhile (the worker parks
+ * until it returns; idle ticks spin briefly, then park); otherwise it spins
+ * for NPROXY_CONSUMER_SPIN_US (default 0), then parks on the status word,
+ * which the worker's DONE publish wakes.  Either way, after timeout_ms it
+ * returns NPROXY_SUCCESS with *done false and logs nothing: a caller with
+ * its own liveness checks loops on it, and the worker finishes the task if
+ * nobody waits any more.
  * NPROXY_NOT_FOUND when no such task exists (or another thread consumed it).
  */
 NPROXY_API enum nproxy_status nproxy_await_status(struct nproxy_comm *comm, uint64_t ctx,

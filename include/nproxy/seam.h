@@ -5,14 +5,16 @@
  * This is the reference runtime's libnrt <-> libnccom boundary
  * (ncclStartNetworkProxy / ncclNetworkProxyProgress / ncclStopNetworkProxy)
  * as a C ops table.  The engine behind it is passive: it moves only when
- * the proxy worker calls progress().  The library's implementation is the
+ * the proxy calls progress().  The library's implementation is the
  * libfabric engine (<nproxy/net.h>); the in-process loopback the proxy
  * tests use lives in selftests/common (test support, not part of the
  * library).
  *
  * Threading: every call for one engine comes from one thread at a time
- * (the proxy worker of the engine's group), so engines need no locks of
- * their own for these calls.
+ * (whichever holds the step right of the engine's proxy group: its
+ * worker, or a consumer stepping the group while it waits), so engines
+ * need no locks of their own for these calls.  Consecutive calls may come
+ * from different threads: an engine must not keep per-thread state.
  */
 #ifndef NPROXY_SEAM_H
 #define NPROXY_SEAM_H
@@ -193,9 +195,9 @@ struct nproxy_seam {
 /* ---- host barrier, for the barrier task ---- */
 
 /*
- * Non-blocking, because the proxy worker drives the barriers of several
- * ranks on one thread: a blocking barrier would deadlock two ranks that
- * share a worker.  arrive() enters barrier number seq (1, 2, ...); test()
+ * Non-blocking, because one thread (the proxy worker, or a consumer driving
+ * the group) steps the barriers of several ranks: a blocking barrier would
+ * deadlock two ranks that share a group.  arrive() enters barrier number seq (1, 2, ...); test()
  * reports whether every rank of the comm has arrived at seq.  Errors (dead
  * peer, timeout) come back as the status of either call.
  */

@@ -4,10 +4,12 @@
  *
  * Locks (never both held in the other order):
  *   registry_lock (proxy_registry.c)  the gid -> {queue, refcnt} map
- *   q->mtx                            q->queue + q->active (the worker holds
- *                                     it for a whole drain/step pass);
- *                                     producers push onto q->incoming
- *                                     without it
+ *   q->mtx                            q->queue + q->active: the right to
+ *                                     step the group.  Whoever ticks (the
+ *                                     worker, or a consumer that drives
+ *                                     while it waits) holds it for a whole
+ *                                     drain/step pass; producers push onto
+ *                                     q->incoming without it
  *   q->state_mtx                      q->status list (consumers)
  * Order: registry_lock -> q->mtx -> q->state_mtx.
  */
@@ -154,6 +156,16 @@ struct proxy_rank_bucket {
 	struct proxy_rank_bucket *next;
 };
 
+/*
+ * Who steps a group while a consumer waits (NPROXY_CALLER_DRIVES, read once
+ * per group): the waiting thread itself, or only the worker.
+ */
+enum proxy_caller_drives {
+	PROXY_CALLER_DRIVES_AUTO = 0,	/* the rule in Documentation/proxy.md */
+	PROXY_CALLER_DRIVES_ALWAYS = 1,
+	PROXY_CALLER_DRIVES_NEVER = 2,
+};
+
 struct proxy_queue {
 	pthread_mutex_t mtx;
 	pthread_cond_t cv;
@@ -169,6 +181,15 @@ struct proxy_queue {
 	 */
 	struct wake wake;
 	uint64_t spin_ns;		/* the adaptive policy's spin window */
+	/*
+	 * Consumers stepping the group while they wait (atomic).  While it is
+	 * not 0 the worker does not tick: it parks on handback, which the
+	 * last driver to leave signals when work is left (and an append
+	 * signals when nobody drives).
+	 */
+	uint32_t drivers;
+	struct wake handback;
+	enum proxy_caller_drives caller_drives;
 
 	pthread_mutex_t state_mtx;
 	struct proxy_task_status status_head;	/* circular list sentinel */
@@ -179,10 +200,12 @@ struct proxy_queue {
 	uint32_t gid;
 	enum nproxy_idle_policy idle_policy;
 
-	/* Published by the worker once per tick (relaxed atomics). */
+	/* Counted by whoever ticks, under mtx (relaxed atomics: readers do
+	 * not take mtx); the idle ones outside mtx with atomic adds. */
 	uint64_t stat_ticks, stat_steps, stat_idle_ticks, stat_cv_waits;
 	uint64_t stat_tasks_done, stat_tasks_active;
 	uint64_t stat_idle_parks, stat_safety_timeouts;
+	uint64_t stat_caller_ticks;	/* ticks made by a waiting consumer */
 	/* The worker's state, shown in its comms' pages (under mtx). */
 	struct proxy_state_worker pub;
 };
@@ -244,6 +267,17 @@ void npx_comm_err_clear(void);
 /* ---- proxy_queue.c ---- */
 struct proxy_queue *npx_proxy_queue_create(uint32_t gid, enum nproxy_idle_policy policy,
 				       uint64_t spin_ns);
+/* NPROXY_CALLER_DRIVES: auto (default), always, never. */
+enum proxy_caller_drives npx_proxy_caller_drives_from_env(void);
+/* Does a consumer waiting on a task of this group step the group itself? */
+bool npx_proxy_queue_caller_drives(const struct proxy_queue *q);
+/*
+ * Step the group from the calling thread (a consumer waiting on st) until
+ * st is DONE, timeout_ns passed or the group stops; the worker is parked
+ * meanwhile and gets the group back when this returns.
+ */
+void npx_proxy_queue_drive(struct proxy_queue *q, const struct proxy_task_status *st,
+			   uint64_t timeout_ns);
 /* Wake the worker out of an idle park (any thread; also a device callback). */
 void npx_proxy_queue_kick(void *q);
 /* The worker's spin window: NPROXY_SPIN_US or the default, in ns. */
@@ -286,6 +320,11 @@ void npx_proxy_cache_drain(struct nproxy_comm *comm, enum proxy_cache_kind kind,
 struct proxy_task_status *npx_proxy_status_new(struct nproxy_comm *comm, uint64_t ctx,
 					   enum nproxy_task_type type);
 void npx_proxy_status_put(struct proxy_task_status *st);
+
+static inline void proxy_status_get(struct proxy_task_status *st)
+{
+	__atomic_add_fetch(&st->refcnt, 1, __ATOMIC_RELAXED);
+}
 
 static inline uint32_t proxy_status_run_state(const struct proxy_task_status *st)
 {

@@ -131,12 +131,19 @@ static void spy_both(uint32_t *word, int op, uint32_t val)
 	spy_worker_wake(word, op, val);
 }
 
+/*
+ * The two tests below watch the worker wake a consumer parked on the status
+ * word: a consumer that drives the group itself (NPROXY_CALLER_DRIVES,
+ * proxy_caller_drive.c) parks on neither.
+ */
 TEST(published_run_state_numbers_are_the_reference_runtimes)
 {
 	struct consumer cons = { 0 };
 	struct gated_task g;
 
+	setenv("NPROXY_CALLER_DRIVES", "never", 1);
 	ASSERT_EQ(0, gated_task_start(&g, 0));
+	unsetenv("NPROXY_CALLER_DRIVES");
 	__atomic_store_n(&worker_tid_for_spy, nproxy_comm_worker_tid(g.c), __ATOMIC_RELEASE);
 	/* The worker has stepped the task into its gate wait. */
 	ASSERT_TRUE(WAIT_UNTIL(group_stats(0).steps >= 2, 10000));
@@ -184,7 +191,9 @@ TEST(a_consumer_that_sees_done_sees_the_status_published_with_it)
 	uint64_t polls = 0;
 	bool done = false;
 
+	setenv("NPROXY_CALLER_DRIVES", "never", 1);
 	ASSERT_EQ(0, gated_task_start(&g, 0));
+	unsetenv("NPROXY_CALLER_DRIVES");
 	__atomic_store_n(&worker_tid_for_spy, nproxy_comm_worker_tid(g.c), __ATOMIC_RELEASE);
 	nproxy_loopback_fail_next_progress(g.r.lb, NPROXY_PEER_DEAD);
 	futex_spy_set(spy_hold_and_count, NULL);

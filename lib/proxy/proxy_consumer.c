@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The consumer side: check and wait on a task's published status.  A
+ * waiting consumer either parks on the status word until the worker's DONE
+ * publish wakes it, or steps the group itself (NPROXY_CALLER_DRIVES,
+ * npx_proxy_queue_drive() in proxy_queue.c).
+ */
+#include <stdlib.h>
+#include <nproxy/log.h>
+#include "proxy_internal.h"
+
+/* Called with q->state_mtx held. */
+static struct proxy_task_status *status_find(struct proxy_queue *q, const struct nproxy_comm *comm,
+					     uint64_t ctx, enum nproxy_task_type type)
+{
+	struct proxy_task_status *st;
+
+	for (st = q->status_head.next; st != &q->status_head; st = st->next)
+		if (st->comm == comm && st->enc_ctx == ctx && st->task_type == type)
+			return st;
+	return NULL;
+}
+
+/*
+ * Until st is DONE or timeout_ns passed: spin for spin_ns (a hand-off that
+ * is about to happen costs no system call), then park on the run_state word,
+ * which the worker's DONE publish wakes.
+ */
+static void status_wait_done(struct proxy_queue *q, struct proxy_task_status *st,
+			     uint64_t timeout_ns, uint64_t spin_ns)
+{
+	uint64_t start = npx_now_ns(), now = start;
+
+	/* The waiting thread steps the group itself (proxy_queue.c). */
+	if (npx_proxy_queue_caller_drives(q)) {
+		npx_proxy_queue_drive(q, st, timeout_ns);
+		return;
+	}
+
+	while (now - start < spin_ns && now - start < timeout_ns) {
+		for (int i = 0; i < 64; i++) {
+			if (proxy_status_run_state(st) == NPROXY_TASK_STATE_DONE)
+				return;
+			wake_cpu_relax();
+		}
+		now = npx_now_ns();
+	}
+	for (;;) {
+		uint32_t seen = __atomic_load_n(&st->run_state, __ATOMIC_SEQ_CST);
+
+		if (seen == NPROXY_TASK_STATE_DONE || now - start >= timeout_ns)
+			return;
+		wake_word_wait(&st->run_state, &st->sleepers, seen, timeout_ns - (now - start));
+		now = npx_now_ns();
+	}
+}
+
+enum nproxy_status nproxy_await_status(struct nproxy_comm *comm, uint64_t ctx,
+				       enum nproxy_task_type type, uint32_t timeout_ms,
+				       bool *done, enum nproxy_status *status)
+{
+	struct proxy_task_status *found, *put_list = NULL, *put_wait = NULL;
+	enum nproxy_status rc = NPROXY_SUCCESS;
+	struct proxy_queue *q;
+	uint32_t rs;
+
+	if (!comm || !done || !status)
+		return NPROXY_INVALID;
+	q = comm->queue;
+	pthread_mutex_lock(&q->state_mtx);
+	found = status_find(q, comm, ctx, type);
+	if (!found) {
+		pthread_mutex_unlock(&q->state_mtx);
+		/* A normal answer to a poll (consumed already): no log line. */
+		return npx_comm_note(comm, NPROXY_NOT_FOUND,
+				    "no %s task with ctx %llu (never enqueued, or consumed)",
+				    nproxy_task_type_str(type), (unsigned long long)ctx);
+	}
+	rs = proxy_status_run_state(found);
+	if (rs != NPROXY_TASK_STATE_DONE && timeout_ms) {
+		/* Wait without the lock, holding a reference of our own. */
+		proxy_status_get(found);
+		put_wait = found;
+		pthread_mutex_unlock(&q->state_mtx);
+		status_wait_done(q, found, (uint64_t)timeout_ms * 1000000ull, comm->spin_ns);
+		pthread_mutex_lock(&q->state_mtx);
+		rs = proxy_status_run_state(found);
+	}
+	/* run_state first (acquire), then the status published before it. */
+	*status = (enum nproxy_status)__atomic_load_n(&found->progress_status, __ATOMIC_RELAXED);
+	*done = rs == NPROXY_TASK_STATE_DONE;
+	if (*done) {
+		if (found->prev) {
+			found->prev->next = found->next;
+			found->next->prev = found->prev;
+			found->prev = found->next = NULL;
+			put_list = found;	/* the list's reference */
+		} else {
+			rc = NPROXY_NOT_FOUND;	/* another consumer took it meanwhile */
+			*done = false;
+		}
+	}
+	pthread_mutex_unlock(&q->state_mtx);
+	npx_proxy_status_put(put_list);
+	npx_proxy_status_put(put_wait);
+	return rc;
+}
+
+enum nproxy_status nproxy_check_status(struct nproxy_comm *comm, uint64_t ctx,
+				       enum nproxy_task_type type, bool *done,
+				       enum nproxy_status *status)
+{
+	return nproxy_await_status(comm, ctx, type, 0, done, status);
+}
+
+/* libnrt's enc_consume_proxy_task_status: wait for DONE, with a deadline. */
+enum nproxy_status nproxy_wait_status(struct nproxy_comm *comm, uint64_t ctx,
+				      enum nproxy_task_type type, uint32_t timeout_ms)
+{
+	uint64_t timeout_ns, deadline;
+	enum nproxy_status st, rc;
+	bool done;
+
+	if (!comm)
+		return NPROXY_INVALID;
+	timeout_ns = timeout_ms ? (uint64_t)timeout_ms * 1000000ull
+				: (uint64_t)comm->timeout_ms * 1000000ull;
+	deadline = npx_now_ns() + timeout_ns;
+	for (;;) {
+		uint64_t now = npx_now_ns();
+		uint64_t left_ms = now < deadline ? (deadline - now + 999999) / 1000000 : 0;
+
+		if (left_ms > UINT32_MAX)
+			left_ms = UINT32_MAX;
+		rc = nproxy_await_status(comm, ctx, type, (uint32_t)left_ms, &done, &st);
+		if (rc != NPROXY_SUCCESS)
+			return rc;
+		if (done) {
+			if (st != NPROXY_SUCCESS) {
+				nproxy_log(NPROXY_LOG_ERROR,
+					   "[nec_dev %u gid %u] Proxy failed to execute task, status = %d",
+					   comm->device_index, comm->gid, (int)st);
+				npx_comm_note(comm, st, "%s task ctx %llu failed: %s",
+					      nproxy_task_type_str(type), (unsigned long long)ctx,
+					      nproxy_status_str(st));
+			}
+			return st;
+		}
+		if (npx_now_ns() >= deadline) {
+			nproxy_log(NPROXY_LOG_ERROR,
+				   "[nec_dev %u gid %u] Timeout exceeded: Waiting on proxy task type %d: %u sec (who waits for whom: nproxyctl hang-report)",
+				   comm->device_index, comm->gid, (int)type,
+				   (unsigned int)((timeout_ns + 999999999ull) / 1000000000ull));
+			return npx_comm_note(comm, NPROXY_TIMEOUT,
+					     "%s task ctx %llu not done after %llu ms",
+					     nproxy_task_type_str(type), (unsigned long long)ctx,
+					     (unsigned long long)(timeout_ns / 1000000ull));
+		}
+	}
+}

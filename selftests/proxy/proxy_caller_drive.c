@@ -1,0 +1,417 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The thread that waits drives the op (NPROXY_CALLER_DRIVES): a consumer
+ * waiting in nproxy_await_status()/nproxy_wait_status() may step its
+ * group itself, and hands the group back to the worker when it stops.
+ *
+ * Every engine call goes through a recording seam that counts the threads
+ * inside progress() at once (the group's step right must make that 1) and
+ * remembers which threads called it.
+ */
+#include <sched.h>
+#include "kselftest_harness.h"
+#include "proxy_test_util.h"
+
+/* ---- the recording seam: wraps a loopback rank ---- */
+#define REC_MAX_TIDS 8
+
+struct rec_seam {
+	struct nproxy_seam inner;
+	int *inside;		/* shared by the engines of one group */
+	int *overlaps;		/* progress() entered while another thread was in it */
+	int tids[REC_MAX_TIDS];	/* distinct callers of progress(), first seen first */
+	int n_tids;		/* atomic */
+	uint64_t calls;		/* atomic */
+	pthread_mutex_t tid_lock;
+};
+
+static void rec_note_tid(struct rec_seam *r)
+{
+	int tid = (int)gettid(), i;
+
+	pthread_mutex_lock(&r->tid_lock);
+	for (i = 0; i < r->n_tids; i++)
+		if (r->tids[i] == tid)
+			break;
+	if (i == r->n_tids && r->n_tids < REC_MAX_TIDS)
+		r->tids[r->n_tids++] = tid;
+	pthread_mutex_unlock(&r->tid_lock);
+}
+
+static bool rec_saw_tid(struct rec_seam *r, int tid)
+{
+	bool seen = false;
+	int i;
+
+	pthread_mutex_lock(&r->tid_lock);
+	for (i = 0; i < r->n_tids; i++)
+		seen |= r->tids[i] == tid;
+	pthread_mutex_unlock(&r->tid_lock);
+	return seen;
+}
+
+static int rec_n_tids(struct rec_seam *r)
+{
+	int n;
+
+	pthread_mutex_lock(&r->tid_lock);
+	n = r->n_tids;
+	pthread_mutex_unlock(&r->tid_lock);
+	return n;
+}
+
+static enum nproxy_status rec_start(void *e, uint32_t s, uint32_t bb,
+				    const struct nproxy_fifo_set *f,
+				    const struct nproxy_device_sems *d)
+{
+	struct rec_seam *r = e;
+
+	return r->inner.ops->start(r->inner.engine, s, bb, f, d);
+}
+
+static enum nproxy_status rec_progress(void *e, uint32_t s, uint32_t bb, bool *idle,
+				       bool *block_done, bool *done)
+{
+	struct rec_seam *r = e;
+	enum nproxy_status st;
+
+	if (__atomic_add_fetch(r->inside, 1, __ATOMIC_SEQ_CST) > 1)
+		__atomic_add_fetch(r->overlaps, 1, __ATOMIC_SEQ_CST);
+	rec_note_tid(r);
+	__atomic_add_fetch(&r->calls, 1, __ATOMIC_RELAXED);
+	/* Widen the window a second stepper would have to hit. */
+	sched_yield();
+	st = r->inner.ops->progress(r->inner.engine, s, bb, idle, block_done, done);
+	__atomic_sub_fetch(r->inside, 1, __ATOMIC_SEQ_CST);
+	return st;
+}
+
+static enum nproxy_status rec_stop(void *e, uint32_t s, uint32_t bb)
+{
+	struct rec_seam *r = e;
+
+	return r->inner.ops->stop(r->inner.engine, s, bb);
+}
+
+static const struct nproxy_seam_ops rec_ops = {
+	.name = "recording",
+	.start = rec_start,
+	.progress = rec_progress,
+	.stop = rec_stop,
+};
+
+/* Two loopback ranks exchanging 64 bytes; rank i on device dev[i] (ranks_per_proxy rpp). */
+struct pair {
+	struct nproxy_loopback_fabric *f;
+	struct lb_rank r[2];
+	struct rec_seam rec[2];
+	struct nproxy_comm *c[2];
+	int inside[2], overlaps;
+};
+
+static int pair_open(struct pair *p, uint32_t dev0, uint32_t dev1, uint32_t rpp)
+{
+	uint32_t dev[2] = { dev0, dev1 };
+	bool one_group = dev0 / rpp == dev1 / rpp;
+
+	memset(p, 0, sizeof(*p));
+	if (nproxy_loopback_fabric_create(2, &p->f))
+		return -1;
+	for (int i = 0; i < 2; i++) {
+		struct nproxy_comm_opts o;
+
+		if (lb_rank_setup(&p->r[i], p->f, i, 1 - i, 64))
+			return -1;
+		p->rec[i].inner = nproxy_loopback_seam(p->r[i].lb);
+		p->rec[i].inside = &p->inside[one_group ? 0 : i];
+		p->rec[i].overlaps = &p->overlaps;
+		pthread_mutex_init(&p->rec[i].tid_lock, NULL);
+		o = comm_opts(i, 2, dev[i], rpp, 0, p->r[i].lb);
+		o.seam.ops = &rec_ops;
+		o.seam.engine = &p->rec[i];
+		if (nproxy_comm_open(&o, &p->c[i]))
+			return -1;
+	}
+	return 0;
+}
+
+static void pair_close(struct pair *p)
+{
+	for (int i = 0; i < 2; i++) {
+		nproxy_comm_close(p->c[i]);
+		nproxy_loopback_destroy(p->r[i].lb);
+		pthread_mutex_destroy(&p->rec[i].tid_lock);
+	}
+	nproxy_loopback_fabric_destroy(p->f);
+}
+
+static enum nproxy_status pair_enq(struct pair *p, int i, uint64_t exec_id, uint64_t *ctx)
+{
+	struct nproxy_cc_op op = lb_rank_op(&p->r[i]);
+
+	return nproxy_enq_proxy_tasks(p->c[i], &op, exec_id, ctx);
+}
+
+/* Poll without waiting (nproxy_check_status never drives) until DONE. */
+static enum nproxy_status poll_done(struct nproxy_comm *c, uint64_t ctx,
+				    enum nproxy_task_type type, uint32_t timeout_ms)
+{
+	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull;
+	enum nproxy_status st, rc;
+	bool done;
+
+	for (;;) {
+		rc = nproxy_check_status(c, ctx, type, &done, &st);
+		if (rc != NPROXY_SUCCESS)
+			return rc;
+		if (done)
+			return st;
+		if (now_ns() >= deadline)
+			return NPROXY_TIMEOUT;
+		sleep_ms(1);
+	}
+}
+
+static void drives(const char *mode)
+{
+	if (mode)
+		setenv("NPROXY_CALLER_DRIVES", mode, 1);
+	else
+		unsetenv("NPROXY_CALLER_DRIVES");
+}
+
+/* ---- one group, two waiting threads and the worker ---- */
+#define OPS 150
+
+struct rank_loop {
+	struct pair *p;
+	int i;
+	int tid;
+	int failures;
+};
+
+static void *rank_loop_main(void *arg)
+{
+	struct rank_loop *l = arg;
+	uint64_t ctx;
+
+	l->tid = (int)gettid();
+	for (uint64_t n = 1; n <= OPS; n++) {
+		if (pair_enq(l->p, l->i, n, &ctx) ||
+		    nproxy_wait_status(l->p->c[l->i], ctx, NPROXY_TASK_NETWORK, 20000) ||
+		    nproxy_wait_status(l->p->c[l->i], ctx, NPROXY_TASK_BARRIER, 20000))
+			l->failures++;
+	}
+	return NULL;
+}
+
+TEST(two_threads_never_step_one_group_at_once)
+{
+	struct rank_loop l[2];
+	pthread_t th[2];
+	struct pair p;
+
+	drives("always");
+	/* Devices 0 and 1, two ranks per proxy: one group, one worker, two waiters. */
+	ASSERT_EQ(0, pair_open(&p, 0, 1, 2));
+	EXPECT_EQ(1, count_proxy_threads(NULL));
+	for (int i = 0; i < 2; i++) {
+		l[i] = (struct rank_loop){ .p = &p, .i = i };
+		ASSERT_EQ(0, pthread_create(&th[i], NULL, rank_loop_main, &l[i]));
+	}
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	EXPECT_EQ(0, l[0].failures);
+	EXPECT_EQ(0, l[1].failures);
+	/* Both waiting threads stepped the group, and never together. */
+	EXPECT_TRUE(rec_saw_tid(&p.rec[0], l[0].tid) || rec_saw_tid(&p.rec[1], l[0].tid));
+	EXPECT_TRUE(rec_saw_tid(&p.rec[0], l[1].tid) || rec_saw_tid(&p.rec[1], l[1].tid));
+	EXPECT_EQ(0, __atomic_load_n(&p.overlaps, __ATOMIC_SEQ_CST));
+	EXPECT_TRUE(lb_rank_got(&p.r[0], 1, 64));
+	EXPECT_TRUE(lb_rank_got(&p.r[1], 0, 64));
+	pair_close(&p);
+	drives(NULL);
+}
+
+TEST(a_caller_that_stops_waiting_hands_the_op_back_to_the_worker)
+{
+	enum nproxy_status st;
+	uint64_t ctx0, ctx1, calls;
+	struct pair p;
+	bool done;
+	int worker0;
+
+	drives("always");
+	/* Devices 0 and 1, one rank per proxy: a group (and worker) per rank. */
+	ASSERT_EQ(0, pair_open(&p, 0, 1, 1));
+	worker0 = nproxy_comm_worker_tid(p.c[0]);
+	ASSERT_ST(NPROXY_SUCCESS, pair_enq(&p, 0, 1, &ctx0));
+	/* Rank 1 has not posted: the wait runs out while this thread drives. */
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_await_status(p.c[0], ctx0, NPROXY_TASK_NETWORK, 30,
+						      &done, &st));
+	EXPECT_FALSE(done);
+	EXPECT_TRUE(rec_saw_tid(&p.rec[0], (int)gettid()));
+	/*
+	 * From here nobody waits on rank 0: its worker steps it again, handed
+	 * the group at once (well inside the 1 s safety timeout of its park).
+	 */
+	calls = __atomic_load_n(&p.rec[0].calls, __ATOMIC_RELAXED);
+	EXPECT_TRUE(WAIT_UNTIL(__atomic_load_n(&p.rec[0].calls, __ATOMIC_RELAXED) > calls + 10,
+			       500));
+	EXPECT_TRUE(rec_saw_tid(&p.rec[0], worker0));
+	ASSERT_ST(NPROXY_SUCCESS, pair_enq(&p, 1, 1, &ctx1));
+	EXPECT_ST(NPROXY_SUCCESS, poll_done(p.c[0], ctx0, NPROXY_TASK_NETWORK, 10000));
+	EXPECT_ST(NPROXY_SUCCESS, poll_done(p.c[0], ctx0, NPROXY_TASK_BARRIER, 10000));
+	EXPECT_ST(NPROXY_SUCCESS, poll_done(p.c[1], ctx1, NPROXY_TASK_NETWORK, 10000));
+	EXPECT_ST(NPROXY_SUCCESS, poll_done(p.c[1], ctx1, NPROXY_TASK_BARRIER, 10000));
+	EXPECT_TRUE(lb_rank_got(&p.r[0], 1, 64));
+	EXPECT_TRUE(lb_rank_got(&p.r[1], 0, 64));
+	EXPECT_EQ(0, __atomic_load_n(&p.overlaps, __ATOMIC_SEQ_CST));
+	pair_close(&p);
+	drives(NULL);
+}
+
+TEST(an_op_nobody_waits_on_completes_after_a_driven_one)
+{
+	uint64_t ctx0, ctx1;
+	struct pair p;
+	pthread_t th;
+	struct rank_loop l = { 0 };
+
+	drives("always");
+	ASSERT_EQ(0, pair_open(&p, 0, 1, 1));
+	/* One op both ranks wait on: the waiting threads drive it ... */
+	l.p = &p;
+	l.i = 1;
+	ASSERT_EQ(0, pthread_create(&th, NULL, rank_loop_main, &l));
+	for (uint64_t n = 1; n <= OPS; n++) {
+		ASSERT_ST(NPROXY_SUCCESS, pair_enq(&p, 0, n, &ctx0));
+		ASSERT_ST(NPROXY_SUCCESS, nproxy_wait_status(p.c[0], ctx0, NPROXY_TASK_NETWORK, 20000));
+		ASSERT_ST(NPROXY_SUCCESS, nproxy_wait_status(p.c[0], ctx0, NPROXY_TASK_BARRIER, 20000));
+	}
+	pthread_join(th, NULL);
+	EXPECT_EQ(0, l.failures);
+	EXPECT_TRUE(rec_saw_tid(&p.rec[0], (int)gettid()));
+	/*
+	 * ... then one nobody waits on: the workers, parked meanwhile, are
+	 * woken by the enqueue (well inside their parks' 1 s safety timeout).
+	 */
+	ASSERT_ST(NPROXY_SUCCESS, pair_enq(&p, 0, OPS + 1, &ctx0));
+	ASSERT_ST(NPROXY_SUCCESS, pair_enq(&p, 1, OPS + 1, &ctx1));
+	EXPECT_ST(NPROXY_SUCCESS, poll_done(p.c[0], ctx0, NPROXY_TASK_NETWORK, 500));
+	EXPECT_ST(NPROXY_SUCCESS, poll_done(p.c[1], ctx1, NPROXY_TASK_NETWORK, 500));
+	EXPECT_ST(NPROXY_SUCCESS, poll_done(p.c[0], ctx0, NPROXY_TASK_BARRIER, 10000));
+	EXPECT_ST(NPROXY_SUCCESS, poll_done(p.c[1], ctx1, NPROXY_TASK_BARRIER, 10000));
+	EXPECT_TRUE(rec_saw_tid(&p.rec[0], nproxy_comm_worker_tid(p.c[0])));
+	EXPECT_TRUE(rec_saw_tid(&p.rec[1], nproxy_comm_worker_tid(p.c[1])));
+	pair_close(&p);
+	drives(NULL);
+}
+
+/* Rank 1 posts from its own thread a while after rank 0 started waiting. */
+static void *late_peer_main(void *arg)
+{
+	struct rank_loop *l = arg;
+	uint64_t ctx;
+
+	sleep_ms(50);
+	if (pair_enq(l->p, l->i, 1, &ctx) ||
+	    nproxy_wait_status(l->p->c[l->i], ctx, NPROXY_TASK_NETWORK, 20000) ||
+	    nproxy_wait_status(l->p->c[l->i], ctx, NPROXY_TASK_BARRIER, 20000))
+		l->failures++;
+	return NULL;
+}
+
+/* One op with a late peer; returns whether this (waiting) thread called progress(). */
+static int wait_with_late_peer(struct __test_metadata *_metadata, struct pair *p)
+{
+	struct rank_loop l = { .p = p, .i = 1 };
+	uint64_t ctx0;
+	pthread_t th;
+	int me = (int)gettid();
+
+	EXPECT_ST(NPROXY_SUCCESS, pair_enq(p, 0, 1, &ctx0));
+	EXPECT_EQ(0, pthread_create(&th, NULL, late_peer_main, &l));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(p->c[0], ctx0, NPROXY_TASK_NETWORK, 20000));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(p->c[0], ctx0, NPROXY_TASK_BARRIER, 20000));
+	pthread_join(th, NULL);
+	EXPECT_EQ(0, l.failures);
+	EXPECT_TRUE(lb_rank_got(&p->r[0], 1, 64));
+	EXPECT_GT(__atomic_load_n(&p->rec[0].calls, __ATOMIC_RELAXED), 1u);
+	return rec_saw_tid(&p->rec[0], me);
+}
+
+TEST(never_leaves_every_step_to_the_worker)
+{
+	struct pair p;
+
+	drives("never");
+	ASSERT_EQ(0, pair_open(&p, 0, 1, 1));
+	EXPECT_FALSE(wait_with_late_peer(_metadata, &p));
+	/* Only the worker ever called progress() for rank 0. */
+	EXPECT_EQ(1, rec_n_tids(&p.rec[0]));
+	EXPECT_TRUE(rec_saw_tid(&p.rec[0], nproxy_comm_worker_tid(p.c[0])));
+	pair_close(&p);
+	drives(NULL);
+}
+
+TEST(always_makes_the_waiting_thread_step)
+{
+	struct pair p;
+
+	drives("always");
+	ASSERT_EQ(0, pair_open(&p, 0, 1, 1));
+	EXPECT_TRUE(wait_with_late_peer(_metadata, &p));
+	EXPECT_EQ(0, __atomic_load_n(&p.overlaps, __ATOMIC_SEQ_CST));
+	pair_close(&p);
+	drives(NULL);
+}
+
+TEST(auto_leaves_the_op_to_the_worker)
+{
+	struct pair p;
+
+	drives(NULL);
+	ASSERT_EQ(0, pair_open(&p, 0, 1, 1));
+	/* auto's rule (Documentation/proxy.md): the worker makes every tick. */
+	EXPECT_FALSE(wait_with_late_peer(_metadata, &p));
+	EXPECT_EQ(1, rec_n_tids(&p.rec[0]));
+	pair_close(&p);
+}
+
+TEST(the_value_is_read_in_any_case)
+{
+	struct pair p;
+
+	drives("NeVeR");
+	ASSERT_EQ(0, pair_open(&p, 0, 1, 1));
+	EXPECT_FALSE(wait_with_late_peer(_metadata, &p));
+	pair_close(&p);
+	drives(NULL);
+}
+
+TEST(a_bad_value_is_warned_about_and_means_auto)
+{
+	struct pair p;
+
+	drives("sometimes");
+	capture_start();
+	ASSERT_EQ(0, pair_open(&p, 0, 1, 1));
+	capture_stop();
+	/* Read once per group: one line per group created. */
+	EXPECT_EQ(2, capture_count("NPROXY_CALLER_DRIVES=\"sometimes\": unknown value, using auto",
+				   1));
+	/* Still a working group, with auto's rule: the op is the worker's. */
+	EXPECT_FALSE(wait_with_late_peer(_metadata, &p));
+	pair_close(&p);
+
+	/* Read at group creation only: a later change does not touch a live group. */
+	drives("never");
+	ASSERT_EQ(0, pair_open(&p, 0, 1, 1));
+	drives("always");
+	EXPECT_FALSE(wait_with_late_peer(_metadata, &p));
+	pair_close(&p);
+	drives(NULL);
+}
+
+TEST_HARNESS_MAIN
