@@ -84,10 +84,10 @@ lib:
 tools: lib
 	+$(if $(call have,tools),@$(SUBMAKE) -C tools,@echo "tools: no tools/Makefile yet, skipped")
 
-# Helpers and the loopback seam shared by the selftests and bench/
-# (selftests/support.mk), built once before either uses it.
+# The test-support library (testlib/): helpers and the loopback seam shared
+# by the selftests and bench/, built once before either uses it.
 test-support: lib
-	+@$(SUBMAKE) -C selftests/common test-support
+	+@$(SUBMAKE) -C testlib
 
 selftests: lib test-support
 	+@set -e; for a in $(TEST_AREAS); do $(SUBMAKE) -C selftests/$$a; done

@@ -49,7 +49,7 @@ static inline long np_page_size(void)
 
 static inline uint64_t np_now_ns(void)
 {
-	return nproxy_test_now_ns();	/* selftests/common/nproxy_test.h */
+	return nproxy_test_now_ns();	/* testlib/nproxy_test.h */
 }
 
 static inline uint32_t np_load_acquire32(const uint32_t *p)

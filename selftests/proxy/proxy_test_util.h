@@ -99,7 +99,7 @@ static inline int capture_count(const char *needle, int exact)
 	return n;
 }
 
-/* ---- time: the shared helpers (selftests/common/nproxy_test.h) by this area's names ---- */
+/* ---- time: the shared helpers (testlib/nproxy_test.h) by this area's names ---- */
 static inline uint64_t now_ns(void)
 {
 	return nproxy_test_now_ns();

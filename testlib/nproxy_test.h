@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Helpers that the selftests and the benchmarks share (the test-support
- * library, selftests/support.mk; never part of libnproxy): a monotonic
+ * library, testlib/testlib.mk; never part of libnproxy): a monotonic
  * clock, ranks as forked processes reaped with a deadline, CPU pinning,
  * quantiles of samples, a free TCP port, fd / thread / mapping counts of
  * this process, private temporary directories, and a seam whose tasks are
