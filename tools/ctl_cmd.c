@@ -68,3 +68,14 @@ int ctl_next_option(const struct ctl_cmd *cmd, int argc, char **argv,
 		}
 	}
 }
+
+int ctl_no_operands(const struct ctl_cmd *cmd, int c, int code, int argc, bool *done)
+{
+	*done = true;
+	if (c < 0)
+		return code;
+	if (optind < argc)
+		return ctl_usage_err("%s takes no arguments", cmd->name);
+	*done = false;
+	return CTL_OK;
+}

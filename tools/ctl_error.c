@@ -16,15 +16,22 @@
 const char *ctl_prog = "nproxyctl";
 bool ctl_json;
 
-void ctl_err(const char *fmt, ...)
+static void __attribute__((format(printf, 2, 0)))
+report_v(const char *status, const char *fmt, va_list ap)
 {
 	char msg[512];
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	ctl_report_error(status, msg);
+}
+
+void ctl_err(const char *fmt, ...)
+{
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	report_v("error", fmt, ap);
 	va_end(ap);
-	ctl_report_error("error", msg);
 }
 
 /* --json: one object on stdout ({"status":"error","error":"..."}), for the
@@ -68,13 +75,11 @@ int ctl_errno_exit(int err, const char *what)
 
 int ctl_usage_err(const char *fmt, ...)
 {
-	char msg[512];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	report_v("usage-error", fmt, ap);
 	va_end(ap);
-	ctl_report_error("usage-error", msg);
 	if (!ctl_json)
 		fprintf(stderr, "Try 'nproxyctl help' or 'nproxyctl COMMAND --help'.\n");
 	return CTL_USAGE;
