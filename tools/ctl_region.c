@@ -20,14 +20,6 @@
 #include <unistd.h>
 #include "cli.h"
 #include "ctl.h"
-#include "json_writer.h"
-
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_getfd
-#define SYS_pidfd_getfd 438
-#endif
 
 int ctl_open_dev(void)
 {

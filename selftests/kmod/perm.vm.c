@@ -15,13 +15,6 @@
 #include "kselftest_harness.h"
 #include "kmod_util.h"
 
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_getfd
-#define SYS_pidfd_getfd 438
-#endif
-
 static int drop_to_nobody(void)
 {
 	return setresgid(65534, 65534, 65534) || setresuid(65534, 65534, 65534);
