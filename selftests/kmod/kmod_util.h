@@ -42,6 +42,24 @@
 			strerror(errno));				\
 } while (0)
 
+/*
+ * A fixture whose whole state is /dev/nproxy open in self->dev (the test
+ * skips without the module), closed at teardown.
+ */
+#define NP_DEV_FIXTURE(name)						\
+	FIXTURE(name) {							\
+		int dev;						\
+	};								\
+	FIXTURE_SETUP(name)						\
+	{								\
+		NP_OPEN_DEV_OR_SKIP(self->dev);				\
+	}								\
+	FIXTURE_TEARDOWN(name)						\
+	{								\
+		if (self->dev >= 0)					\
+			close(self->dev);				\
+	}
+
 static inline long np_page_size(void)
 {
 	return sysconf(_SC_PAGESIZE);

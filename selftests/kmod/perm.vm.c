@@ -38,20 +38,7 @@ static int as_nobody(int (*fn)(void *), void *arg)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
 }
 
-FIXTURE(perm) {
-	int dev;
-};
-
-FIXTURE_SETUP(perm)
-{
-	NP_OPEN_DEV_OR_SKIP(self->dev);
-}
-
-FIXTURE_TEARDOWN(perm)
-{
-	if (self->dev >= 0)
-		close(self->dev);
-}
+NP_DEV_FIXTURE(perm)
 
 static int open_dev_errno(void *arg)
 {
