@@ -22,13 +22,18 @@ declare -A bad=(
 	[label]="start (B""1) validates"
 	[workpath]="/${w}ork/shared/notes.txt"
 	[homepath]="cp /${h}ome/someone/x ."
-	[foundbug]="the first run ${f}ound a bug in the fuzzer"
-	[wefound]="${w}e found that the root waits"
-	[oncefailed]="the job ${o}nce failed in 5 of 7 runs"
-	[usedto]="the root used ${t}o retry the bind"
-	[oldcode]="reproduces the message on the ${o}ld code"
-	[abichange]="*Later ABI ${c}hange:* prog_step took reserved32"
 )
+# Story prose: kind|line.
+while IFS='|' read -r kind line; do
+	bad[$kind]=$line
+done <<EOF
+foundbug|the first run ${f}ound a bug in the fuzzer
+wefound|${w}e found that the root waits
+oncefailed|the job ${o}nce failed in 5 of 7 runs
+usedto|the root used ${t}o retry the bind
+oldcode|reproduces the message on the ${o}ld code
+abichange|*Later ABI ${c}hange:* prog_step took reserved32
+EOF
 
 tap_plan $((${#bad[@]} + 2))
 for kind in "${!bad[@]}"; do
