@@ -84,6 +84,17 @@ struct print_ctx {
 	double mono_s;
 };
 
+/* The netlink socket and the printer a read command reports through: 0, or an exit status. */
+static int open_printing(struct ctl_nl **nl, struct print_ctx *pc)
+{
+	int ret = ctl_nl_open(nl);
+
+	if (ret)
+		return ctl_exit_status(ret);
+	json_init(&pc->w, stdout, false);
+	return 0;
+}
+
 static void print_attrs(struct print_ctx *pc, const struct ctl_attrs *a)
 {
 	if (ctl_json) {
@@ -141,10 +152,9 @@ int ctl_cmd_regions(const struct ctl_cmd *cmd, int argc, char **argv)
 
 	if (done)
 		return ret;
-	ret = ctl_nl_open(&nl);
+	ret = open_printing(&nl, &pc);
 	if (ret)
-		return ctl_exit_status(ret);
-	json_init(&pc.w, stdout, false);
+		return ret;
 	if (ctl_json)
 		json_arr_begin(&pc.w, NULL);
 	ret = ctl_nl_request(nl, NPROXY_CMD_GET_REGIONS, true, print_cb, &pc);
@@ -174,10 +184,9 @@ int ctl_cmd_stats(const struct ctl_cmd *cmd, int argc, char **argv)
 	ret = ctl_no_operands(cmd, c, ret, argc, &done);
 	if (done)
 		return ret;
-	ret = ctl_nl_open(&nl);
+	ret = open_printing(&nl, &pc);
 	if (ret)
-		return ctl_exit_status(ret);
-	json_init(&pc.w, stdout, false);
+		return ret;
 	if (reset)
 		ret = ctl_nl_request(nl, NPROXY_CMD_RESET_STATS, false, NULL, NULL);
 	if (!ret)
