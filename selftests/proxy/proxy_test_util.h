@@ -19,40 +19,33 @@
 #include "nproxy_test.h"
 #include "seam_loopback.h"
 
+struct proxy_threads {
+	int n, misnamed;
+};
+
+static inline void count_proxy_thread(const char *tid, const char *comm, void *arg)
+{
+	struct proxy_threads *c = arg;
+	char want[300];
+
+	if (strncmp(comm, "proxy-", 6))
+		return;
+	c->n++;
+	snprintf(want, sizeof(want), "proxy-%s", tid);
+	if (strcmp(comm, want))
+		c->misnamed++;
+}
+
 /* Threads named "proxy-*"; *misnamed counts those not named "proxy-<their tid>". */
 static inline int count_proxy_threads(int *misnamed)
 {
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *de;
-	int n = 0, bad = 0;
+	struct proxy_threads c = { 0, 0 };
 
-	if (!d)
+	if (nproxy_test_each_thread(count_proxy_thread, &c) < 0)
 		return -1;
-	while ((de = readdir(d))) {
-		char path[300], name[64] = "", want[300];
-		FILE *f;
-
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;	/* the thread just exited */
-		if (!fgets(name, sizeof(name), f))
-			name[0] = 0;
-		fclose(f);
-		name[strcspn(name, "\n")] = 0;
-		if (strncmp(name, "proxy-", 6))
-			continue;
-		n++;
-		snprintf(want, sizeof(want), "proxy-%s", de->d_name);
-		if (strcmp(name, want))
-			bad++;
-	}
-	closedir(d);
 	if (misnamed)
-		*misnamed = bad;
-	return n;
+		*misnamed = c.misnamed;
+	return c.n;
 }
 
 /* Status comparisons: the harness compares with ==, enums are unsigned. */
