@@ -16,7 +16,8 @@
 #   make uninstall    removes what install put (same variables)
 #   make lint         checkpatch + sparse (C=2 W=1) over kmod/ and the uapi header;
 #                     lint-lib: the library's exports against lib/libnproxy.map,
-#                     call graph, symbol prefix, long functions;
+#                     call graph, symbol prefix; lint-tools: no file circle
+#                     in tools/; long functions in every C folder;
 #                     scripts/words-check.sh over the whole tree
 #   make fuzz         nproxy.ko's fuzzer in the VM, longer than make check runs it
 #                     (FUZZ_OPS=1000000 FUZZ_SEED=16 FUZZ_THREADS=4 FUZZ_TIMEOUT=s)
@@ -73,7 +74,7 @@ CHECK_AREAS ?= $(TEST_AREAS)
 
 .DEFAULT_GOAL := all
 .PHONY: all lib tools test-support selftests bench-build module module-required deps run \
-	check check-host check-valgrind bench install uninstall clean lint lint-lib checkpatch sparse words asan tsan fuzz help
+	check check-host check-valgrind bench install uninstall clean lint lint-lib lint-tools long-functions checkpatch sparse words asan tsan fuzz help
 
 all: lib tools selftests bench-build $(if $(SAN),,module)
 
@@ -83,10 +84,10 @@ lib:
 tools: lib
 	+$(if $(call have,tools),@$(SUBMAKE) -C tools,@echo "tools: no tools/Makefile yet, skipped")
 
-# Helpers and the loopback seam shared by the selftests and bench/
-# (selftests/support.mk), built once before either uses it.
+# The test-support library (testlib/): helpers and the loopback seam shared
+# by the selftests and bench/, built once before either uses it.
 test-support: lib
-	+@$(SUBMAKE) -C selftests/common test-support
+	+@$(SUBMAKE) -C testlib
 
 selftests: lib test-support
 	+@set -e; for a in $(TEST_AREAS); do $(SUBMAKE) -C selftests/$$a; done
@@ -249,14 +250,14 @@ $(CHECKPATCH):
 # Every checker always runs; any one failing fails lint.
 lint:
 	+@rc=0; $(SUBMAKE) checkpatch || rc=1; $(SUBMAKE) sparse || rc=1; \
-		$(SUBMAKE) lint-lib || rc=1; $(SUBMAKE) words || rc=1; \
+		$(SUBMAKE) lint-lib || rc=1; $(SUBMAKE) lint-tools || rc=1; \
+		$(SUBMAKE) long-functions || rc=1; $(SUBMAKE) words || rc=1; \
 		if [ $$rc = 0 ]; then echo "lint: clean"; else echo "lint: FAILED (see above)" >&2; fi; exit $$rc
 
 # The library's shape, from the release build's objects (scripts/lib-graph.py):
 # the exported symbols, lib/libnproxy.map and the NPROXY_API declarations of
 # include/nproxy/ agree; no call cycle between files, no call against the
-# subsystem order, every non-static internal symbol prefixed npx_; and no
-# lib/ function over 80 lines unless scripts/long-functions.allow says why.
+# subsystem order, every non-static internal symbol prefixed npx_.
 LIB_GRAPH_FLAGS ?= --map lib/libnproxy.map --headers include/nproxy
 lint-lib:
 	+@$(SUBMAKE) -s SAN= O=$(TOP)/build lib
@@ -264,9 +265,22 @@ lint-lib:
 		$(TOP)/build/lib/libnproxy.so.0 >$(TOP)/build/lib-graph.txt || rc=1; \
 		sed -n '/^internal non-static/,$$p' $(TOP)/build/lib-graph.txt; \
 		grep '^map:' $(TOP)/build/lib-graph.txt; \
-		$(TOP)/scripts/long-functions.sh lib tools || rc=1; \
 		if [ $$rc = 0 ]; then echo "lint-lib: clean (full report: build/lib-graph.txt)"; \
 		else echo "lint-lib: FAILED (full report: build/lib-graph.txt)" >&2; fi; exit $$rc
+
+# No call cycle between the files of tools/ (scripts/file-graph.py over the
+# release build's objects; the graph is in build/tools-graph.txt).
+lint-tools:
+	+@$(SUBMAKE) -s SAN= O=$(TOP)/build tools
+	@python3 $(TOP)/scripts/file-graph.py --sources $(TOP)/tools $(TOP)/build/tools \
+		>$(TOP)/build/tools-graph.txt; rc=$$?; \
+		sed -n '/^call cycles/,$$p' $(TOP)/build/tools-graph.txt; exit $$rc
+
+# No function over 80 lines in any C folder unless scripts/long-functions.allow
+# says why.
+C_DIRS := kmod lib tools selftests bench examples
+long-functions:
+	@$(TOP)/scripts/long-functions.sh $(C_DIRS)
 
 checkpatch: $(CHECKPATCH)
 	$(CHECKPATCH) --no-tree --strict --terse --show-types --ignore SPDX_LICENSE_TAG -f $(LINT_FILES)

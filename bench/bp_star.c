@@ -8,7 +8,6 @@
  * waiters sleep in the kernel like Bananaphone's futex waiters.
  * Same output format and options as bp_bench (impl=unix_star).
  */
-#include <sched.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -16,23 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "bp_driver.h"
 #include "nproxy_test.h"
 
-#define MAX_RANKS 64
-enum op { OP_BARRIER, OP_AG64, OP_AG4K, OP_COUNT };
-static const char *const op_names[OP_COUNT] = { "barrier", "allgather", "allgather" };
-static const size_t op_sizes[OP_COUNT] = { 0, 64, 4096 };
-
-static double now_us(void)
-{
-	return (double)nproxy_test_now_ns() / 1e3;
-}
+#define MAX_RANKS BP_MAX_RANKS
 
 static int xfer(int fd, void *buf, size_t len, int out)
 {
@@ -167,81 +157,19 @@ static int rank_main(const char *name, uint32_t rank, uint32_t n, int iters, int
 			if (i >= 0)
 				lat[i] = now_us() - t1;
 		}
-		out[(op * 2) * MAX_RANKS + rank] = (now_us() - t0) / iters;
-		out[(op * 2 + 1) * MAX_RANKS + rank] = nproxy_test_median_double(lat, iters);
+		BP_AVG(out, op)[rank] = (now_us() - t0) / iters;
+		BP_P50(out, op)[rank] = nproxy_test_median_double(lat, iters);
 	}
 	free(lat);
 	free(s.gather);
 	return 0;
 }
 
-/*
- * Like mpirun's default --bind-to core for np <= cpus (and no binding when
- * oversubscribed): rank r on cpu r, so the three implementations are
- * compared under the same placement.
- */
-static void pin_rank(unsigned int rank, unsigned int n)
-{
-	if (!getenv("BP_BENCH_NO_PIN"))
-		nproxy_test_pin_rank(rank, n);
-}
-
 int main(int argc, char **argv)
 {
-	char ranks_arg[128] = "2,4,8", *tok, *save = NULL;
-	int iters = 2000, warmup = 200, c;
+	static const struct bp_impl unix_star = {
+		.impl = "unix_star", .prog = "bp_star", .rank = rank_main,
+	};
 
-	while ((c = getopt(argc, argv, "r:i:w:")) != -1) {
-		if (c == 'r')
-			snprintf(ranks_arg, sizeof(ranks_arg), "%s", optarg);
-		else if (c == 'i')
-			iters = atoi(optarg);
-		else if (c == 'w')
-			warmup = atoi(optarg);
-		else
-			return 2;
-	}
-	for (tok = strtok_r(ranks_arg, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		uint32_t n = (uint32_t)atoi(tok), r;
-		double *res = mmap(NULL, sizeof(double) * 2 * OP_COUNT * MAX_RANKS,
-				   PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-		pid_t pids[MAX_RANKS];
-		char name[64];
-		int bad = 0, op;
-
-		if (n < 2 || n > MAX_RANKS || res == MAP_FAILED)
-			return 2;
-		snprintf(name, sizeof(name), "nproxy-bench-star/%d/%u", (int)getpid(), n);
-		fflush(NULL);
-		for (r = 0; r < n; r++) {
-			pids[r] = fork();
-			if (pids[r] == 0) {
-				prctl(PR_SET_PDEATHSIG, SIGKILL);
-				pin_rank(r, n);
-				_exit(rank_main(name, r, n, iters, warmup, res));
-			}
-		}
-		for (r = 0; r < n; r++) {
-			int st;
-
-			waitpid(pids[r], &st, 0);
-			bad |= !WIFEXITED(st) || WEXITSTATUS(st);
-		}
-		if (bad) {
-			fprintf(stderr, "bp_star: a rank failed at %u ranks\n", n);
-			return 1;
-		}
-		for (op = 0; op < OP_COUNT; op++) {
-			double sum = 0;
-
-			for (r = 0; r < n; r++)
-				sum += res[(op * 2) * MAX_RANKS + r];
-			printf("RESULT impl=unix_star op=%s ranks=%u size=%zu iters=%d avg_us=%.2f p50_us=%.2f\n",
-			       op_names[op], n, op_sizes[op], iters, sum / n,
-			       nproxy_test_median_double(&res[(op * 2 + 1) * MAX_RANKS], (int)n));
-		}
-		fflush(stdout);
-		munmap(res, sizeof(double) * 2 * OP_COUNT * MAX_RANKS);
-	}
-	return 0;
+	return bp_driver_main(argc, argv, &unix_star);
 }

@@ -97,124 +97,143 @@ static void usage(int rank)
 		fprintf(stderr, "usage: coll_mpi -c allgather|allreduce [-n ITERS] [-w WARMUP] -s SIZE[,SIZE...]\n");
 }
 
+struct coll_opts {
+	int ag;			/* 1 allgather, 0 allreduce, < 0 bad */
+	int iters, warmup, n_sizes;
+	long sizes[MAX_SIZES];
+};
+
+static int parse_opts(int argc, char **argv, struct coll_opts *o)
+{
+	int c;
+
+	*o = (struct coll_opts){ .ag = -1, .iters = 20, .warmup = 5 };
+	while ((c = getopt(argc, argv, "c:n:w:s:")) != -1) {
+		switch (c) {
+		case 'c':
+			o->ag = !strcmp(optarg, "allgather") ? 1 : !strcmp(optarg, "allreduce") ? 0 : -1;
+			break;
+		case 'n':
+			o->iters = atoi(optarg);
+			break;
+		case 'w':
+			o->warmup = atoi(optarg);
+			break;
+		case 's':
+			for (char *tok = strtok(optarg, ","); tok; tok = strtok(NULL, ",")) {
+				if (o->n_sizes == MAX_SIZES || parse_size(tok, &o->sizes[o->n_sizes]))
+					o->ag = -2;
+				else
+					o->n_sizes++;
+			}
+			break;
+		default:
+			o->ag = -2;
+		}
+	}
+	return o->ag < 0 || !o->n_sizes || o->iters < 1 || o->warmup < 0 ? -1 : 0;
+}
+
+/* The last result, outside the timing: 1 (and a message) when a word is wrong. */
+static int check_result(const uint32_t *out, int rank, int w, int ag, size_t chunk, size_t total)
+{
+	for (size_t i = 0; i < total / 4; i++) {
+		uint32_t want = 0;
+
+		if (ag) {
+			want = pattern((int)(i / (chunk / 4)), i % (chunk / 4));
+		} else {
+			for (int r = 0; r < w; r++)
+				want += pattern(r, i);
+		}
+		if (out[i] != want) {
+			fprintf(stderr, "coll_mpi: rank %d: %s %zu B: word %zu is 0x%08x, expected 0x%08x\n",
+				rank, ag ? "allgather" : "allreduce", total, i, out[i], want);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* One size: warmup + iters timed calls, checked, reported by rank 0; 1 when wrong. */
+static int run_size(const struct coll_opts *o, int rank, int w, long size, double *lat,
+		    double *mx)
+{
+	size_t chunk = (size_t)size / (size_t)w / 4 * 4, total, words;
+	double cpu = 0, wall = 0, cpu_sum = 0, wall_max = 0;
+	int ag = o->ag, iters = o->iters, wrong, any_wrong = 0;
+	uint32_t *in, *out;
+
+	if (!chunk)
+		chunk = 4;
+	total = chunk * (size_t)w;
+	words = total / 4;
+	in = malloc(ag ? chunk : total);
+	out = malloc(total);
+	if (!in || !out)
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	for (size_t i = 0; i < (ag ? chunk / 4 : words); i++)
+		in[i] = pattern(rank, i);
+	memset(out, 0xa5, total);
+
+	for (int it = -o->warmup; it < iters; it++) {
+		double t0, t1, c0, c1;
+
+		MPI_Barrier(MPI_COMM_WORLD);
+		c0 = cpu_now();
+		t0 = MPI_Wtime();
+		if (ag)
+			MPI_Allgather(in, (int)chunk, MPI_BYTE, out, (int)chunk, MPI_BYTE,
+				      MPI_COMM_WORLD);
+		else
+			MPI_Allreduce(in, out, (int)words, MPI_UINT32_T, MPI_SUM, MPI_COMM_WORLD);
+		t1 = MPI_Wtime();
+		c1 = cpu_now();
+		if (it >= 0) {
+			lat[it] = (t1 - t0) * 1e6;
+			wall += t1 - t0;
+			cpu += c1 - c0;
+		}
+	}
+	wrong = check_result(out, rank, w, ag, chunk, total);
+
+	MPI_Reduce(lat, mx, iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+	MPI_Reduce(&cpu, &cpu_sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+	MPI_Reduce(&wall, &wall_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+	MPI_Reduce(&wrong, &any_wrong, 1, MPI_INT, MPI_MAX, 0, MPI_COMM_WORLD);
+	if (!rank) {
+		qsort(mx, (size_t)iters, sizeof(double), cmp_double);
+		printf("RESULT impl=openmpi coll=%s ranks=%d bytes=%zu iters=%d median_us=%.3f p99_us=%.3f min_us=%.3f max_us=%.3f cpu_s=%.6f wall_s=%.6f verify=%s\n",
+		       ag ? "allgather" : "allreduce", w, total, iters,
+		       quantile(mx, iters, 0.5), quantile(mx, iters, 0.99), mx[0],
+		       mx[iters - 1], cpu_sum, wall_max, any_wrong ? "FAIL" : "ok");
+		fflush(stdout);
+	}
+	free(in);
+	free(out);
+	return !rank && any_wrong;
+}
+
 int main(int argc, char **argv)
 {
-	int rank, w, iters = 20, warmup = 5, ag = -1, n_sizes = 0, c, bad = 0;
-	long sizes[MAX_SIZES];
+	struct coll_opts o;
+	int rank, w, bad = 0;
 	double *lat, *mx;
 
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &w);
-	while ((c = getopt(argc, argv, "c:n:w:s:")) != -1) {
-		switch (c) {
-		case 'c':
-			ag = !strcmp(optarg, "allgather") ? 1 : !strcmp(optarg, "allreduce") ? 0 : -1;
-			break;
-		case 'n':
-			iters = atoi(optarg);
-			break;
-		case 'w':
-			warmup = atoi(optarg);
-			break;
-		case 's':
-			for (char *tok = strtok(optarg, ","); tok; tok = strtok(NULL, ",")) {
-				if (n_sizes == MAX_SIZES || parse_size(tok, &sizes[n_sizes]))
-					ag = -2;
-				else
-					n_sizes++;
-			}
-			break;
-		default:
-			ag = -2;
-		}
-	}
-	if (ag < 0 || !n_sizes || iters < 1 || warmup < 0) {
+	if (parse_opts(argc, argv, &o)) {
 		usage(rank);
 		MPI_Finalize();
 		return 2;
 	}
-	lat = malloc(sizeof(double) * (size_t)iters);
-	mx = malloc(sizeof(double) * (size_t)iters);
+	lat = malloc(sizeof(double) * (size_t)o.iters);
+	mx = malloc(sizeof(double) * (size_t)o.iters);
 	if (!lat || !mx)
 		MPI_Abort(MPI_COMM_WORLD, 2);
-
-	for (int si = 0; si < n_sizes; si++) {
-		size_t chunk = (size_t)sizes[si] / (size_t)w / 4 * 4, total, words;
-		double cpu = 0, wall = 0, cpu_sum = 0, wall_max = 0;
-		uint32_t *in, *out;
-		int wrong = 0, any_wrong = 0;
-
-		if (!chunk)
-			chunk = 4;
-		total = chunk * (size_t)w;
-		words = total / 4;
-		in = malloc(ag ? chunk : total);
-		out = malloc(total);
-		if (!in || !out)
-			MPI_Abort(MPI_COMM_WORLD, 2);
-		if (ag)
-			for (size_t i = 0; i < chunk / 4; i++)
-				in[i] = pattern(rank, i);
-		else
-			for (size_t i = 0; i < words; i++)
-				in[i] = pattern(rank, i);
-		memset(out, 0xa5, total);
-
-		for (int it = -warmup; it < iters; it++) {
-			double t0, t1, c0, c1;
-
-			MPI_Barrier(MPI_COMM_WORLD);
-			c0 = cpu_now();
-			t0 = MPI_Wtime();
-			if (ag)
-				MPI_Allgather(in, (int)chunk, MPI_BYTE, out, (int)chunk, MPI_BYTE,
-					      MPI_COMM_WORLD);
-			else
-				MPI_Allreduce(in, out, (int)words, MPI_UINT32_T, MPI_SUM,
-					      MPI_COMM_WORLD);
-			t1 = MPI_Wtime();
-			c1 = cpu_now();
-			if (it >= 0) {
-				lat[it] = (t1 - t0) * 1e6;
-				wall += t1 - t0;
-				cpu += c1 - c0;
-			}
-		}
-
-		/* The last result, outside the timing. */
-		for (size_t i = 0; i < words && !wrong; i++) {
-			uint32_t want = 0;
-
-			if (ag) {
-				want = pattern((int)(i / (chunk / 4)), i % (chunk / 4));
-			} else {
-				for (int r = 0; r < w; r++)
-					want += pattern(r, i);
-			}
-			if (out[i] != want) {
-				fprintf(stderr, "coll_mpi: rank %d: %s %zu B: word %zu is 0x%08x, expected 0x%08x\n",
-					rank, ag ? "allgather" : "allreduce", total, i, out[i], want);
-				wrong = 1;
-			}
-		}
-
-		MPI_Reduce(lat, mx, iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-		MPI_Reduce(&cpu, &cpu_sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
-		MPI_Reduce(&wall, &wall_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-		MPI_Reduce(&wrong, &any_wrong, 1, MPI_INT, MPI_MAX, 0, MPI_COMM_WORLD);
-		if (!rank) {
-			qsort(mx, (size_t)iters, sizeof(double), cmp_double);
-			printf("RESULT impl=openmpi coll=%s ranks=%d bytes=%zu iters=%d median_us=%.3f p99_us=%.3f min_us=%.3f max_us=%.3f cpu_s=%.6f wall_s=%.6f verify=%s\n",
-			       ag ? "allgather" : "allreduce", w, total, iters,
-			       quantile(mx, iters, 0.5), quantile(mx, iters, 0.99), mx[0],
-			       mx[iters - 1], cpu_sum, wall_max, any_wrong ? "FAIL" : "ok");
-			fflush(stdout);
-			bad |= any_wrong;
-		}
-		free(in);
-		free(out);
-	}
+	for (int si = 0; si < o.n_sizes; si++)
+		bad |= run_size(&o, rank, w, o.sizes[si], lat, mx);
 	free(lat);
 	free(mx);
 	MPI_Finalize();

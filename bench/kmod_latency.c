@@ -197,14 +197,35 @@ static int set_sem_poll_ns(const char *val)
 	return n < 0 ? -1 : 0;
 }
 
+/* A region of one stream and one semaphore on dev, its three pages mapped; 0 or -1. */
+static int region_open(int dev, struct region *r)
+{
+	struct nproxy_region_create req = { .n_streams = 1, .n_sems = 1 };
+	long page = sysconf(_SC_PAGESIZE);
+
+	r->fd = ioctl(dev, NPROXY_IOC_CREATE_REGION, &req);
+	if (r->fd < 0) {
+		perror("kmod_latency: CREATE_REGION");
+		return -1;
+	}
+	r->trig = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd,
+		       NPROXY_OFF_TRIGGERS);
+	r->sems = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd,
+		       NPROXY_OFF_SEMS);
+	r->info = mmap(NULL, page, PROT_READ, MAP_SHARED | MAP_POPULATE, r->fd, NPROXY_OFF_INFO);
+	if (r->trig == MAP_FAILED || r->sems == MAP_FAILED || r->info == MAP_FAILED) {
+		perror("kmod_latency: mmap");
+		return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	size_t rounds = argc > 1 ? strtoul(argv[1], NULL, 10) : 20000;
-	struct nproxy_region_create req = { .n_streams = 1, .n_sems = 1 };
 	uint64_t *sem_lat, *trig_lat, *rtt, *efd;
 	uint64_t m_rtt_map, m_rtt_ioctl, m_efd;
 	struct nproxy_info info;
-	long page = sysconf(_SC_PAGESIZE);
 	struct region r;
 	int dev;
 
@@ -220,20 +241,8 @@ int main(int argc, char **argv)
 		perror("kmod_latency: GET_INFO");
 		return 1;
 	}
-	r.fd = ioctl(dev, NPROXY_IOC_CREATE_REGION, &req);
-	if (r.fd < 0) {
-		perror("kmod_latency: CREATE_REGION");
+	if (region_open(dev, &r))
 		return 1;
-	}
-	r.trig = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r.fd,
-		      NPROXY_OFF_TRIGGERS);
-	r.sems = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r.fd,
-		      NPROXY_OFF_SEMS);
-	r.info = mmap(NULL, page, PROT_READ, MAP_SHARED | MAP_POPULATE, r.fd, NPROXY_OFF_INFO);
-	if (r.trig == MAP_FAILED || r.sems == MAP_FAILED || r.info == MAP_FAILED) {
-		perror("kmod_latency: mmap");
-		return 1;
-	}
 	sem_lat = calloc(rounds, sizeof(uint64_t));
 	trig_lat = calloc(rounds, sizeof(uint64_t));
 	rtt = calloc(rounds, sizeof(uint64_t));

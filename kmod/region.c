@@ -135,6 +135,32 @@ static void nproxy_region_destroy(struct nproxy_region *r)
 	kfree(r);
 }
 
+/*
+ * Reserve r's id (its idr slot holds NULL until the region is complete, so
+ * netlink dumps do not see it yet) and count it live; the id or -errno.
+ */
+static int nproxy_region_reserve_id(struct nproxy_region *r)
+{
+	int id;
+
+	mutex_lock(&nproxy_regions_lock);
+	if (atomic64_read(&nproxy_stats.regions_live) >= NPROXY_MAX_REGIONS) {
+		mutex_unlock(&nproxy_regions_lock);
+		return -ENOSPC;
+	}
+	if (nproxy_fault_should_fail(NPROXY_FAULT_REGION_ALLOC))
+		id = -ENOMEM;
+	else
+		id = idr_alloc_cyclic(&nproxy_regions, NULL, 1, 0, GFP_KERNEL);
+	if (id >= 0) {
+		r->id = id;
+		r->info->region_id = id;
+		atomic64_inc(&nproxy_stats.regions_live);
+	}
+	mutex_unlock(&nproxy_regions_lock);
+	return id;
+}
+
 int nproxy_region_create(const struct nproxy_region_create *req)
 {
 	struct nproxy_event ev = { .type = NPROXY_EVENT_REGION_CREATED };
@@ -168,25 +194,11 @@ int nproxy_region_create(const struct nproxy_region_create *req)
 	if (err)
 		goto err_free;
 
-	mutex_lock(&nproxy_regions_lock);
-	if (atomic64_read(&nproxy_stats.regions_live) >= NPROXY_MAX_REGIONS) {
-		mutex_unlock(&nproxy_regions_lock);
-		err = -ENOSPC;
-		goto err_free;
-	}
-	if (nproxy_fault_should_fail(NPROXY_FAULT_REGION_ALLOC))
-		id = -ENOMEM;
-	else
-		id = idr_alloc_cyclic(&nproxy_regions, NULL, 1, 0, GFP_KERNEL);
+	id = nproxy_region_reserve_id(r);
 	if (id < 0) {
-		mutex_unlock(&nproxy_regions_lock);
 		err = id;
 		goto err_free;
 	}
-	r->id = id;
-	r->info->region_id = id;
-	atomic64_inc(&nproxy_stats.regions_live);
-	mutex_unlock(&nproxy_regions_lock);
 
 	if (nproxy_fault_should_fail(NPROXY_FAULT_REGION_ALLOC))
 		fd = -EMFILE;

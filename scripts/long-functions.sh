@@ -9,7 +9,8 @@
 # its body opens with "{" alone on a line and closes with "}" alone on a
 # line; the length is the body's lines between the two.  Prints
 # "LINES FILE:LINE FUNCTION" for every function over the limit (default
-# 80), marking those the allowlist excuses.  Exits 1 when one is over the
+# 80), marking those the allowlist excuses.  A kselftest harness body is
+# named by its macro and arguments, e.g. TEST_F(fixture,name).  Exits 1 when one is over the
 # limit and not in the allowlist.
 #
 # Allowlist (default scripts/long-functions.allow): one function a line,
@@ -67,9 +68,17 @@ long=$(cd "$top" 2>/dev/null; for f in "${files[@]}"; do
 		}
 		/^\{$/ && insig {
 			name = sig
-			sub(/\(.*/, "", name)
-			n = split(name, w, /[ \t*]+/)
-			name = w[n]
+			if (name ~ /^[ \t]*(TEST|TEST_F|TEST_HARNESS_MAIN|FIXTURE_SETUP|FIXTURE_TEARDOWN)\(/) {
+				# A kselftest harness body: named by the macro and its
+				# arguments, TEST_F(fixture,name), as the allowlist says it.
+				sub(/^[ \t]*/, "", name)
+				sub(/\).*/, ")", name)
+				gsub(/[ \t]/, "", name)
+			} else {
+				sub(/\(.*/, "", name)
+				n = split(name, w, /[ \t*]+/)
+				name = w[n]
+			}
 			start = NR; insig = 0; infn = 1; next
 		}
 		/^[^ \t]/ { insig = 0 }	# anything else in column 0 ends a signature

@@ -8,8 +8,11 @@
 # reference runtime's name (libnrt / libnccom), issue references (the word
 # issue or a hash sign before a number), the description's section signs
 # and its labels for the seam calls, and paths of a particular machine
-# (under /work or /home).  The patterns are spelled with bracket
-# expressions so that this file does not match itself.
+# (under /work or /home); and story prose, where a page should say what
+# holds (a find, a past failure, the code before a change, an ABI change
+# marked without its version: ABI history goes in
+# Documentation/abi-changes.md, per version).  The patterns are spelled
+# with bracket expressions so that this file does not match itself.
 #
 # DIR defaults to the tree this script is in.  In a git work tree only
 # tracked files are read (once each, even mid-merge; build outputs are
@@ -30,6 +33,10 @@ rules=(
 	$'issue reference\t(^|[[:space:](\\[])[#][0-9]{1,5}([^[:alnum:]_]|$)'
 	$'outside label\t(^|[^[:alnum:]_/.-])[B][0-9]([^[:alnum:]_.]|$)'
 	$'machine path\t(^|[^[:alnum:]_.])/([w]ork|[h]ome)/'
+	$'story: a find\t(^|[^[:alnum:]_])(([w]e|I) found|found (a|an|the|two|three|several|[0-9]+) (new )?([b]ugs?|[r]egressions?))([^[:alnum:]_]|$)'
+	$'story: the past\t(^|[^[:alnum:]_])([o]nce (failed|crashed|hung|broke)|[i]t turned out|used to (fail|die|crash|hang|leak|retry|accept|fire|cause|break))([^[:alnum:]_]|$)'
+	$'story: old code\t(^|[^[:alnum:]_])the ([o]ld|[p]revious) (code|version|implementation|module|library)([^[:alnum:]_]|$)'
+	$'ABI change without a version\t(^|[^[:alnum:]_])([l]ater )?ABI change\*?:'
 )
 
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then

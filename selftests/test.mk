@@ -6,15 +6,15 @@
 # $(O)/selftests/<area>/, where scripts/run-tests finds and runs them.
 # Files named *.vm.c / *.vm.sh land in $(O)/selftests/vm/ instead and are
 # run inside the VM by scripts/vmtest (kernel-module tests).
-# Every program links the test-support library (selftests/support.mk)
-# and finds its headers by name ("nproxy_test.h", "seam_loopback.h").
+# Every program links the test-support library (testlib/testlib.mk)
+# and finds its headers by name ("nproxy_test.h", "seam_loopback.h",
+# "futex_spy.h").
 # Set AREA before including; TOP is ../.. .
 TOP := ../..
 include $(TOP)/scripts/build.mk
-include $(TOP)/selftests/support.mk
+include $(TOP)/testlib/testlib.mk
 
-# selftests/common/ also holds the test-support sources: not programs.
-C_TESTS := $(filter-out %.vm.c $(if $(filter common,$(AREA)),$(NPROXY_TEST_SRCS)),$(wildcard *.c))
+C_TESTS := $(filter-out %.vm.c,$(wildcard *.c))
 SH_TESTS := $(filter-out %.vm.sh,$(wildcard *.sh))
 VM_C_TESTS := $(wildcard *.vm.c)
 VM_SH_TESTS := $(wildcard *.vm.sh)

@@ -21,6 +21,7 @@ enum ctl_exit {
 extern const char *ctl_prog;
 extern bool ctl_json;		/* --json: errors too are JSON, on stdout */
 
+/* Error reports (ctl_error.c). */
 void ctl_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* status "error" / "usage-error"; text on stderr, or JSON on stdout with --json. */
 void ctl_report_error(const char *status, const char *msg);

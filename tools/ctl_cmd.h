@@ -40,7 +40,24 @@ struct ctl_cmd {
 int ctl_next_option(const struct ctl_cmd *cmd, int argc, char **argv,
 		    const struct option *longopts, int *exit_code);
 
-/* A usage error: the message (JSON with --json), a hint, CTL_USAGE. */
+/*
+ * After a command's option loop: c is ctl_next_option()'s last return and
+ * code its exit status.  *done and the exit status when the command ends
+ * here (its --help, a usage error, or an operand: it takes none); else
+ * *done false and CTL_OK.
+ */
+int ctl_no_operands(const struct ctl_cmd *cmd, int c, int code, int argc, bool *done);
+
+/* The help texts' closing lines: how to name a REGION, the exit statuses. */
+#define CTL_EXIT_TEXT "Exit status: 0 ok, 1 failed, 2 usage, 3 module not loaded, 4 permission denied.\n"
+#define CTL_REGION_TEXT \
+	"REGION is a region id (see `nproxyctl regions`) or PID:FD; the owner's fd is\n" \
+	"duplicated with pidfd_getfd(2), which needs ptrace access to the owner.\n"
+
+/* `nproxyctl CMD --help` from the command's row; CTL_OK. */
+int ctl_cmd_print_help(const struct ctl_cmd *cmd);
+
+/* A usage error (ctl_error.c): the message (JSON with --json), a hint, CTL_USAGE. */
 int ctl_usage_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* SIGINT or SIGTERM arrived: commands that wait stop at their next check. */

@@ -25,12 +25,7 @@ static int no_operands(const struct ctl_cmd *cmd, int argc, char **argv, bool *d
 
 	*done = true;
 	c = ctl_next_option(cmd, argc, argv, no_options, &code);
-	if (c < 0)
-		return code;
-	if (optind < argc)
-		return ctl_usage_err("%s takes no arguments", cmd->name);
-	*done = false;
-	return CTL_OK;
+	return ctl_no_operands(cmd, c, code, argc, done);
 }
 
 int ctl_cmd_info(const struct ctl_cmd *cmd, int argc, char **argv)
@@ -89,6 +84,17 @@ struct print_ctx {
 	double mono_s;
 };
 
+/* The netlink socket and the printer a read command reports through: 0, or an exit status. */
+static int open_printing(struct ctl_nl **nl, struct print_ctx *pc)
+{
+	int ret = ctl_nl_open(nl);
+
+	if (ret)
+		return ctl_exit_status(ret);
+	json_init(&pc->w, stdout, false);
+	return 0;
+}
+
 static void print_attrs(struct print_ctx *pc, const struct ctl_attrs *a)
 {
 	if (ctl_json) {
@@ -146,10 +152,9 @@ int ctl_cmd_regions(const struct ctl_cmd *cmd, int argc, char **argv)
 
 	if (done)
 		return ret;
-	ret = ctl_nl_open(&nl);
+	ret = open_printing(&nl, &pc);
 	if (ret)
-		return ctl_exit_status(ret);
-	json_init(&pc.w, stdout, false);
+		return ret;
 	if (ctl_json)
 		json_arr_begin(&pc.w, NULL);
 	ret = ctl_nl_request(nl, NPROXY_CMD_GET_REGIONS, true, print_cb, &pc);
@@ -170,20 +175,18 @@ int ctl_cmd_stats(const struct ctl_cmd *cmd, int argc, char **argv)
 		CTL_COMMON_OPTIONS, { "reset", no_argument, NULL, O_RESET }, { 0 }
 	};
 	struct print_ctx pc = { .n = 0 };
-	bool reset = false;
+	bool reset = false, done;
 	struct ctl_nl *nl;
 	int c, ret = CTL_OK;
 
 	while ((c = ctl_next_option(cmd, argc, argv, longopts, &ret)) > 0)
 		reset = true;	/* O_RESET, the only option of its own */
-	if (c < 0)
+	ret = ctl_no_operands(cmd, c, ret, argc, &done);
+	if (done)
 		return ret;
-	if (optind < argc)
-		return ctl_usage_err("%s takes no arguments", cmd->name);
-	ret = ctl_nl_open(&nl);
+	ret = open_printing(&nl, &pc);
 	if (ret)
-		return ctl_exit_status(ret);
-	json_init(&pc.w, stdout, false);
+		return ret;
 	if (reset)
 		ret = ctl_nl_request(nl, NPROXY_CMD_RESET_STATS, false, NULL, NULL);
 	if (!ret)
@@ -260,12 +263,7 @@ static int watch_parse(const struct ctl_cmd *cmd, int argc, char **argv, struct 
 		    cli_parse_seconds("--timeout", optarg, 0, 86400, &wo->timeout_s, why, sizeof(why)))
 			return ctl_usage_err("%s", why);
 	}
-	if (c < 0)
-		return code;
-	if (optind < argc)
-		return ctl_usage_err("%s takes no arguments", cmd->name);
-	*done = false;
-	return CTL_OK;
+	return ctl_no_operands(cmd, c, code, argc, done);
 }
 
 int ctl_cmd_watch(const struct ctl_cmd *cmd, int argc, char **argv)

@@ -241,12 +241,7 @@ static int create_parse(const struct ctl_cmd *cmd, int argc, char **argv, struct
 	}
 	if (bad)
 		return ctl_usage_err("%s", why);
-	if (c < 0)
-		return code;
-	if (optind < argc)
-		return ctl_usage_err("%s takes no arguments", cmd->name);
-	*done = false;
-	return CTL_OK;
+	return ctl_no_operands(cmd, c, code, argc, done);
 }
 
 int ctl_cmd_create(const struct ctl_cmd *cmd, int argc, char **argv)

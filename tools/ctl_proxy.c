@@ -27,13 +27,6 @@
 #include "ctl.h"
 #include "ctl_proxy.h"
 
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_getfd
-#define SYS_pidfd_getfd 438
-#endif
-
 #define KMOD_LINK	"anon_inode:[nproxy-region]"
 #define MEMFD_PREFIX	"/memfd:nproxy-hs-"
 /* A slot rewritten under us this many times in a row is reported torn. */

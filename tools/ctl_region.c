@@ -12,7 +12,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,67 +20,6 @@
 #include <unistd.h>
 #include "cli.h"
 #include "ctl.h"
-#include "json_writer.h"
-
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_getfd
-#define SYS_pidfd_getfd 438
-#endif
-
-const char *ctl_prog = "nproxyctl";
-bool ctl_json;
-
-void ctl_err(const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	ctl_report_error("error", msg);
-}
-
-/* --json: one object on stdout ({"status":"error","error":"..."}), for the
- * program that reads stdout; otherwise "nproxyctl: msg" on stderr. */
-void ctl_report_error(const char *status, const char *msg)
-{
-	if (ctl_json) {
-		struct json_writer w;
-
-		json_init(&w, stdout, false);
-		json_obj_begin(&w, NULL);
-		json_str(&w, "status", status);
-		json_str(&w, "error", msg);
-		json_obj_end(&w);
-		json_finish(&w);
-		fflush(stdout);
-		return;
-	}
-	fprintf(stderr, "%s: %s\n", ctl_prog, msg);
-}
-
-int ctl_errno_exit(int err, const char *what)
-{
-	switch (err) {
-	case ENOENT:
-	case ENODEV:
-	case ENXIO:
-		ctl_err("%s: %s not found: is nproxy.ko loaded? (modprobe nproxy)",
-			what, CTL_DEV_PATH);
-		return -CTL_NO_MODULE;
-	case EACCES:
-	case EPERM:
-		ctl_err("%s: permission denied (need root, or access to %s / CAP_NET_ADMIN for admin commands)",
-			what, CTL_DEV_PATH);
-		return -CTL_DENIED;
-	default:
-		ctl_err("%s: %s", what, strerror(err));
-		return -CTL_FAIL;
-	}
-}
 
 int ctl_open_dev(void)
 {

@@ -97,7 +97,7 @@ int ctl_cmd_shm_sweep(const struct ctl_cmd *cmd, int argc, char **argv)
 		{ 0 }
 	};
 	const char *dir = NULL;
-	bool dry_run = false;
+	bool dry_run = false, done;
 	char why[200];
 	int c, pid = 0, code = CTL_OK;
 
@@ -109,9 +109,8 @@ int ctl_cmd_shm_sweep(const struct ctl_cmd *cmd, int argc, char **argv)
 		else if (cli_parse_pid("--pid", optarg, &pid, why, sizeof(why)))
 			return ctl_usage_err("%s", why);
 	}
-	if (c < 0)
+	code = ctl_no_operands(cmd, c, code, argc, &done);
+	if (done)
 		return code;
-	if (optind < argc)
-		return ctl_usage_err("%s takes no arguments", cmd->name);
 	return cmd_shm_sweep(dry_run, pid, dir, ctl_json);
 }

@@ -244,12 +244,7 @@ static int proxy_parse(const struct ctl_cmd *cmd, int argc, char **argv,
 	}
 	if (bad)
 		return ctl_usage_err("%s", why);
-	if (c < 0)
-		return code;
-	if (optind < argc)
-		return ctl_usage_err("%s takes no arguments besides options", cmd->name);
-	*done = false;
-	return CTL_OK;
+	return ctl_no_operands(cmd, c, code, argc, done);
 }
 
 int ctl_cmd_top(const struct ctl_cmd *cmd, int argc, char **argv)

@@ -12,21 +12,15 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <time.h>
 #include <unistd.h>
 #include "ctl.h"
 #include "ctl_cmd.h"
 #include "json_writer.h"
 
-#define EXIT_TEXT "Exit status: 0 ok, 1 failed, 2 usage, 3 module not loaded, 4 permission denied.\n"
-#define REGION_TEXT \
-	"REGION is a region id (see `nproxyctl regions`) or PID:FD; the owner's fd is\n" \
-	"duplicated with pidfd_getfd(2), which needs ptrace access to the owner.\n"
 #define PROGRAM_FORMAT \
 	"Program format: one step per line, '#' comments:\n" \
 	"  write-trigger STREAM VALUE | wait-sem SEM >= VALUE [timeout 100ms] |\n" \
@@ -104,34 +98,10 @@ static const struct ctl_cmd commands[] = {
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
-volatile sig_atomic_t ctl_stop_requested;
-
 static void on_signal(int sig)
 {
 	(void)sig;
 	ctl_stop_requested = 1;
-}
-
-double ctl_now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-int ctl_usage_err(const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	ctl_report_error("usage-error", msg);
-	if (!ctl_json)
-		fprintf(stderr, "Try 'nproxyctl help' or 'nproxyctl COMMAND --help'.\n");
-	return CTL_USAGE;
 }
 
 static const struct ctl_cmd *find_command(const char *name)
@@ -164,58 +134,17 @@ static void print_usage(FILE *f)
 		else
 			fprintf(f, "  %s\n  %-30s%s\n", first, "", c->summary);
 	}
-	fprintf(f, "\n" REGION_TEXT PROGRAM_FORMAT EXIT_TEXT);
+	fprintf(f, "\n" CTL_REGION_TEXT PROGRAM_FORMAT CTL_EXIT_TEXT);
 }
 
-/* `nproxyctl help CMD`, `nproxyctl CMD --help`. */
+/* `nproxyctl help CMD`, `nproxyctl --help CMD`. */
 static int print_command_help(const char *name)
 {
 	const struct ctl_cmd *c = find_command(name);
 
 	if (!c)
 		return ctl_usage_err("unknown command '%s'", name);
-	printf("Usage: nproxyctl [--json] %s%s%s\n\n%s\n", c->name, *c->usage ? " " : "",
-	       c->usage, c->help);
-	if (c->names_region)
-		printf("\n" REGION_TEXT);
-	printf(EXIT_TEXT);
-	return CTL_OK;
-}
-
-int ctl_next_option(const struct ctl_cmd *cmd, int argc, char **argv,
-		    const struct option *longopts, int *exit_code)
-{
-	int c;
-
-	opterr = 0;	/* our own messages, JSON with --json */
-	for (;;) {
-		c = getopt_long(argc, argv, ":jh", longopts, NULL);
-		switch (c) {
-		case -1:
-			return 0;
-		case 'j':
-			ctl_json = true;
-			continue;
-		case 'h':
-			*exit_code = print_command_help(cmd->name);
-			return -1;
-		case ':':
-			*exit_code = ctl_usage_err("%s: option '%s' needs an argument", cmd->name,
-						   argv[optind - 1]);
-			return -1;
-		case '?':
-			/* "-1" reads as an option: say what it is instead. */
-			if (optopt >= '0' && optopt <= '9')
-				*exit_code = ctl_usage_err("%s: '%s' is not an option, and values are unsigned: no '+' or '-' sign",
-							   cmd->name, argv[optind - 1]);
-			else
-				*exit_code = ctl_usage_err("%s: unknown option '%s'", cmd->name,
-							   argv[optind - 1]);
-			return -1;
-		default:
-			return c;
-		}
-	}
+	return ctl_cmd_print_help(c);
 }
 
 static int ctl_cmd_help(const struct ctl_cmd *cmd, int argc, char **argv)

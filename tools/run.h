@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include "run_clock.h"
 
 #define RUN_MAX_SIZES	64
 #define RUN_MAX_RANKS	64	/* the bananaphone bus limit (NPROXY_BP_MAX_RANKS) */
@@ -167,7 +168,6 @@ struct run_progress {
 	uint32_t sizes_reported;
 	const struct run_opts *o;
 };
-double run_now(void);
 void run_progress_init(struct run_progress *p, const struct run_opts *o, bool enabled, bool tty);
 void run_progress_update(struct run_progress *p, uint64_t done, const char *what);
 void run_progress_finish(struct run_progress *p);

@@ -16,15 +16,6 @@
 #include <time.h>
 #include "run_rank.h"
 
-int run_remaining_ms(double deadline)
-{
-	double left = deadline - run_now();
-
-	if (left <= 0)
-		return 0;
-	return left > 2e9 / 1000 ? 2000000000 : (int)(left * 1000) + 1;
-}
-
 static double cpu_now(void)
 {
 	struct timespec ts;

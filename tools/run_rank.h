@@ -52,9 +52,6 @@ struct run_rank {
 	char err[400];
 };
 
-/* run_job.c: milliseconds until deadline (run_now() seconds), 0 if past. */
-int run_remaining_ms(double deadline);
-
 /*
  * run_rank.c: open every local rank (bus, engine, region, comm; each step
  * is collective, so each rank in its own thread) and close them again.

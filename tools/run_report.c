@@ -12,14 +12,6 @@
 #include "json_writer.h"
 #include "run.h"
 
-double run_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 size_t run_record_size(const struct run_opts *o)
 {
 	size_t sz = sizeof(struct run_proc_record) +

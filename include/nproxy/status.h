@@ -9,12 +9,11 @@
 #ifndef NPROXY_STATUS_H
 #define NPROXY_STATUS_H
 
+/* NPROXY_API, the export mark, is defined once, in version.h. */
+#include <nproxy/version.h>
+
 #ifdef __cplusplus
 extern "C" {
-#endif
-
-#ifndef NPROXY_API
-#define NPROXY_API __attribute__((visibility("default")))
 #endif
 
 enum nproxy_status {

@@ -13,6 +13,11 @@
 extern "C" {
 #endif
 
+/*
+ * The export mark of every public function of libnproxy, defined here once
+ * (every public header includes this one, through status.h): the library is
+ * built with -fvisibility=hidden, so only what carries it is exported.
+ */
 #ifndef NPROXY_API
 #define NPROXY_API __attribute__((visibility("default")))
 #endif

@@ -2,7 +2,7 @@
 /*
  * Helpers shared by the Bananaphone selftests: run N ranks as forked
  * processes with a hard deadline (stragglers are SIGKILLed and reported;
- * selftests/common/nproxy_test.h does the forking), unique job ids,
+ * testlib/nproxy_test.h does the forking), unique job ids,
  * join/leave, deterministic payloads.
  */
 #ifndef BP_TEST_H
@@ -32,7 +32,7 @@ struct bp_run {
 	int stragglers;
 };
 
-/* The shared helpers (selftests/common/nproxy_test.h) by this area's names. */
+/* The shared helpers (testlib/nproxy_test.h) by this area's names. */
 static inline uint64_t bp_t_now_ms(void)
 {
 	return nproxy_test_now_ms();

@@ -3,7 +3,7 @@
  * A rank asleep on its bell is woken by the peer that makes it runnable,
  * not by the end of its sleep slice (BP_WAIT_SLICE_MS, the liveness poll).
  * A dropped wake costs every waiter a slice and fails nothing else, so this
- * counts the futex sleeps that a FUTEX_WAKE ended (selftests/common/futex_spy.h).
+ * counts the futex sleeps that a FUTEX_WAKE ended (testlib/futex_spy.h).
  */
 #include "kselftest_harness.h"
 #include "bp_test.h"

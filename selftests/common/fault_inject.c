@@ -290,7 +290,12 @@ out_net:
 	return st;
 }
 
-TEST(every_libfabric_call_of_the_network_path_fails_cleanly)
+/*
+ * Every `kind` fault over the network path fails cleanly, and the path
+ * makes more than min_faults such calls (skips without the shm provider).
+ */
+static void sweep_net_path(struct __test_metadata *_metadata, const char *kind,
+			   unsigned int min_faults)
 {
 	static const enum nproxy_status allowed[] = {
 		NPROXY_SUCCESS, NPROXY_NET_ERROR, NPROXY_UNSUPPORTED, NPROXY_RESOURCE,
@@ -302,24 +307,18 @@ TEST(every_libfabric_call_of_the_network_path_fails_cleanly)
 	if (nproxy_net_open(&no, &probe) != NPROXY_SUCCESS)
 		SKIP(return, "libfabric shm provider unavailable");
 	nproxy_net_close(probe);
-	sweep(_metadata, "fi", net_path, allowed, 4, &faults, &survived);
-	EXPECT_GT(faults, 8u);
+	sweep(_metadata, kind, net_path, allowed, 4, &faults, &survived);
+	EXPECT_GT(faults, min_faults);
+}
+
+TEST(every_libfabric_call_of_the_network_path_fails_cleanly)
+{
+	sweep_net_path(_metadata, "fi", 8);
 }
 
 TEST(every_allocation_of_the_network_path_fails_cleanly)
 {
-	static const enum nproxy_status allowed[] = {
-		NPROXY_SUCCESS, NPROXY_RESOURCE, NPROXY_NET_ERROR, NPROXY_UNSUPPORTED,
-	};
-	unsigned int faults = 0, survived = 0;
-	struct nproxy_net_opts no = { .size = sizeof(no), .n_ranks = 1, .provider = "shm" };
-	struct nproxy_net *probe;
-
-	if (nproxy_net_open(&no, &probe) != NPROXY_SUCCESS)
-		SKIP(return, "libfabric shm provider unavailable");
-	nproxy_net_close(probe);
-	sweep(_metadata, "alloc", net_path, allowed, 4, &faults, &survived);
-	EXPECT_GT(faults, 5u);
+	sweep_net_path(_metadata, "alloc", 5);
 }
 
 TEST_HARNESS_MAIN

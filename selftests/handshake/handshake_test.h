@@ -43,7 +43,7 @@ static inline struct nproxy_hs *hs_test_open(enum nproxy_hs_backend b, uint32_t 
 	return hs;
 }
 
-/* The shared helpers (selftests/common/nproxy_test.h) by this area's names. */
+/* The shared helpers (testlib/nproxy_test.h) by this area's names. */
 static inline uint64_t hs_test_now_ns(void)
 {
 	return nproxy_test_now_ns();

@@ -10,20 +10,7 @@
 #include "kselftest_harness.h"
 #include "kmod_util.h"
 
-FIXTURE(dev) {
-	int fd;
-};
-
-FIXTURE_SETUP(dev)
-{
-	NP_OPEN_DEV_OR_SKIP(self->fd);
-}
-
-FIXTURE_TEARDOWN(dev)
-{
-	if (self->fd >= 0)
-		close(self->fd);
-}
+NP_DEV_FIXTURE(dev)
 
 /* A misc character device, root-only by default (module param dev_mode). */
 TEST_F(dev, node_is_misc_chardev_mode_0600)
@@ -41,7 +28,7 @@ TEST_F(dev, get_info_reports_abi_and_limits)
 	struct nproxy_info info;
 
 	memset(&info, 0xa5, sizeof(info));
-	ASSERT_EQ(0, ioctl(self->fd, NPROXY_IOC_GET_INFO, &info));
+	ASSERT_EQ(0, ioctl(self->dev, NPROXY_IOC_GET_INFO, &info));
 	EXPECT_EQ(NPROXY_ABI_VERSION, info.abi_version);
 	EXPECT_EQ(NPROXY_MAX_STREAMS, info.max_streams);
 	EXPECT_EQ(NPROXY_MAX_SEMS, info.max_sems);
@@ -58,18 +45,18 @@ TEST_F(dev, get_info_reports_abi_and_limits)
 TEST_F(dev, get_info_bad_pointer_efault)
 {
 	errno = 0;
-	ASSERT_EQ(-1, ioctl(self->fd, NPROXY_IOC_GET_INFO, (void *)8));
+	ASSERT_EQ(-1, ioctl(self->dev, NPROXY_IOC_GET_INFO, (void *)8));
 	EXPECT_EQ(EFAULT, errno);
 }
 
 TEST_F(dev, unknown_command_enotty)
 {
 	errno = 0;
-	ASSERT_EQ(-1, ioctl(self->fd, _IO(NPROXY_IOC_MAGIC, 0x7f)));
+	ASSERT_EQ(-1, ioctl(self->dev, _IO(NPROXY_IOC_MAGIC, 0x7f)));
 	EXPECT_EQ(ENOTTY, errno);
 	/* A hole in the table. */
 	errno = 0;
-	ASSERT_EQ(-1, ioctl(self->fd, _IO(NPROXY_IOC_MAGIC, 0x05)));
+	ASSERT_EQ(-1, ioctl(self->dev, _IO(NPROXY_IOC_MAGIC, 0x05)));
 	EXPECT_EQ(ENOTTY, errno);
 }
 
@@ -78,7 +65,7 @@ TEST_F(dev, foreign_magic_enotty)
 	struct nproxy_info info;
 
 	errno = 0;
-	ASSERT_EQ(-1, ioctl(self->fd, _IOR(0x42, 0x00, struct nproxy_info), &info));
+	ASSERT_EQ(-1, ioctl(self->dev, _IOR(0x42, 0x00, struct nproxy_info), &info));
 	EXPECT_EQ(ENOTTY, errno);
 }
 
@@ -87,7 +74,7 @@ TEST_F(dev, wrong_direction_enotty)
 	struct nproxy_info info = { 0 };
 
 	errno = 0;
-	ASSERT_EQ(-1, ioctl(self->fd, _IOW(NPROXY_IOC_MAGIC, 0x00, struct nproxy_info), &info));
+	ASSERT_EQ(-1, ioctl(self->dev, _IOW(NPROXY_IOC_MAGIC, 0x00, struct nproxy_info), &info));
 	EXPECT_EQ(ENOTTY, errno);
 }
 
@@ -97,7 +84,7 @@ TEST_F(dev, region_command_on_device_enotty)
 	struct nproxy_trigger_write tw = { 0 };
 
 	errno = 0;
-	ASSERT_EQ(-1, ioctl(self->fd, NPROXY_IOC_WRITE_TRIGGER, &tw));
+	ASSERT_EQ(-1, ioctl(self->dev, NPROXY_IOC_WRITE_TRIGGER, &tw));
 	EXPECT_EQ(ENOTTY, errno);
 }
 
@@ -107,7 +94,7 @@ TEST_F(dev, short_struct_einval)
 	char buf[8] = { 0 };
 
 	errno = 0;
-	ASSERT_EQ(-1, ioctl(self->fd, _IOC(_IOC_READ, NPROXY_IOC_MAGIC, 0x00, 8), buf));
+	ASSERT_EQ(-1, ioctl(self->dev, _IOC(_IOC_READ, NPROXY_IOC_MAGIC, 0x00, 8), buf));
 	EXPECT_EQ(EINVAL, errno);
 }
 
@@ -120,7 +107,7 @@ TEST_F(dev, longer_struct_tail_zeroed)
 	} big;
 
 	memset(&big, 0xa5, sizeof(big));
-	ASSERT_EQ(0, ioctl(self->fd, _IOC(_IOC_READ, NPROXY_IOC_MAGIC, 0x00, sizeof(big)), &big));
+	ASSERT_EQ(0, ioctl(self->dev, _IOC(_IOC_READ, NPROXY_IOC_MAGIC, 0x00, sizeof(big)), &big));
 	EXPECT_EQ(NPROXY_ABI_VERSION, big.info.abi_version);
 	EXPECT_EQ(0, big.future[0]);
 	EXPECT_EQ(0, big.future[1]);
@@ -138,13 +125,13 @@ TEST_F(dev, longer_input_nonzero_tail_e2big)
 
 	memset(&big, 0, sizeof(big));
 	big.req.n_streams = 1;
-	rfd = ioctl(self->fd, cmd, &big);
+	rfd = ioctl(self->dev, cmd, &big);
 	ASSERT_LE(0, rfd);
 	close(rfd);
 
 	big.future = 1;
 	errno = 0;
-	ASSERT_EQ(-1, ioctl(self->fd, cmd, &big));
+	ASSERT_EQ(-1, ioctl(self->dev, cmd, &big));
 	EXPECT_EQ(E2BIG, errno);
 }
 
@@ -201,7 +188,7 @@ TEST_F(dev, sem_poll_ns_param_bounded_and_reported)
 	EXPECT_EQ(-EINVAL, write_param("sem_poll_ns", "999"));
 	EXPECT_EQ(-EINVAL, write_param("sem_poll_ns", "10000001"));
 	ASSERT_EQ(0, write_param("sem_poll_ns", "5000"));
-	ASSERT_EQ(0, ioctl(self->fd, NPROXY_IOC_GET_INFO, &info));
+	ASSERT_EQ(0, ioctl(self->dev, NPROXY_IOC_GET_INFO, &info));
 	EXPECT_EQ(5000, info.sem_poll_ns);
 	ASSERT_EQ(0, write_param("sem_poll_ns", old));
 }

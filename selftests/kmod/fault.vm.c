@@ -15,20 +15,6 @@
 /* Allocations one region creation makes (kmod/nproxy_priv.h). */
 #define REGION_ALLOC_STEPS 8
 
-static long long knob_read(const char *name)
-{
-	char buf[32];
-	long long v = -1;
-	FILE *f = fopen(name, "r");
-
-	if (!f)
-		return -1;
-	if (fgets(buf, sizeof(buf), f))
-		v = strtoll(buf, NULL, 10);
-	fclose(f);
-	return v;
-}
-
 static int knob_write(const char *name, long long v)
 {
 	FILE *f = fopen(name, "w");
@@ -58,7 +44,7 @@ FIXTURE(fault) {
 FIXTURE_SETUP(fault)
 {
 	NP_OPEN_DEV_OR_SKIP(self->dev);
-	if (knob_read(NP_DEBUGFS "fail_region_alloc") < 0)
+	if (np_read_ll(NP_DEBUGFS "fail_region_alloc") < 0)
 		NP_SKIP(NP_DEBUGFS " not available (debugfs not mounted?)");
 }
 
@@ -75,7 +61,7 @@ TEST_F(fault, every_region_allocation_fails_cleanly)
 {
 	long long live = np_stat("regions_live");
 	long long created = np_stat("regions_created");
-	long long injected = knob_read(NP_DEBUGFS "faults_injected");
+	long long injected = np_read_ll(NP_DEBUGFS "faults_injected");
 	int n, rfd, free_fd = lowest_free_fd();
 
 	ASSERT_LE(0, free_fd);
@@ -85,8 +71,8 @@ TEST_F(fault, every_region_allocation_fails_cleanly)
 		EXPECT_EQ(n == 7 ? -EMFILE : -ENOMEM, np_create(self->dev, 2, 4)) {
 			TH_LOG("allocation %d of region creation failed on purpose", n);
 		}
-		EXPECT_EQ(0, knob_read(NP_DEBUGFS "fail_region_alloc"));
-		EXPECT_EQ(injected + n, knob_read(NP_DEBUGFS "faults_injected"));
+		EXPECT_EQ(0, np_read_ll(NP_DEBUGFS "fail_region_alloc"));
+		EXPECT_EQ(injected + n, np_read_ll(NP_DEBUGFS "faults_injected"));
 		EXPECT_EQ(live, np_stat("regions_live"));
 		EXPECT_EQ(created, np_stat("regions_created"));
 		EXPECT_EQ(free_fd, lowest_free_fd());
@@ -95,18 +81,18 @@ TEST_F(fault, every_region_allocation_fails_cleanly)
 	ASSERT_EQ(0, knob_write(NP_DEBUGFS "fail_region_alloc", REGION_ALLOC_STEPS + 1));
 	rfd = np_create(self->dev, 2, 4);
 	ASSERT_LE(0, rfd);
-	EXPECT_EQ(1, knob_read(NP_DEBUGFS "fail_region_alloc"));
+	EXPECT_EQ(1, np_read_ll(NP_DEBUGFS "fail_region_alloc"));
 	EXPECT_EQ(-ENOMEM, np_create(self->dev, 1, 0));
 	EXPECT_EQ(live + 1, np_stat("regions_live"));
 	close(rfd);
 	EXPECT_EQ(live, np_stat("regions_live"));
-	EXPECT_EQ(injected + REGION_ALLOC_STEPS + 1, knob_read(NP_DEBUGFS "faults_injected"));
+	EXPECT_EQ(injected + REGION_ALLOC_STEPS + 1, np_read_ll(NP_DEBUGFS "faults_injected"));
 }
 
 TEST_F(fault, knob_refuses_out_of_range)
 {
 	EXPECT_EQ(-EINVAL, knob_write(NP_DEBUGFS "fail_region_alloc", 1LL << 40));
-	EXPECT_EQ(0, knob_read(NP_DEBUGFS "fail_region_alloc"));
+	EXPECT_EQ(0, np_read_ll(NP_DEBUGFS "fail_region_alloc"));
 }
 
 /* The 2nd submission fails with ENOMEM and changes nothing; the next works. */
@@ -125,7 +111,7 @@ TEST_F(fault, prog_submission_fails_cleanly)
 	ASSERT_EQ(0, np_wait_collect(rfd, 10000, &res));
 	EXPECT_EQ(NPROXY_PROG_DONE, res.state);
 	EXPECT_EQ(-ENOMEM, np_submit(rfd, steps, 1, NULL));
-	EXPECT_EQ(0, knob_read(NP_DEBUGFS "fail_prog_submit"));
+	EXPECT_EQ(0, np_read_ll(NP_DEBUGFS "fail_prog_submit"));
 	ASSERT_EQ(0, ioctl(rfd, NPROXY_IOC_GET_STATE, &st));
 	EXPECT_EQ(NPROXY_PROG_NONE, st.prog_state);
 	EXPECT_EQ(seq, st.prog_seq);
@@ -152,7 +138,7 @@ TEST_F(fault, knobs_are_root_only)
 	ASSERT_EQ(child, waitpid(child, &status, 0));
 	ASSERT_TRUE(WIFEXITED(status));
 	EXPECT_EQ(0, WEXITSTATUS(status));
-	EXPECT_EQ(0, knob_read(NP_DEBUGFS "fail_region_alloc"));
+	EXPECT_EQ(0, np_read_ll(NP_DEBUGFS "fail_region_alloc"));
 }
 
 TEST_HARNESS_MAIN

@@ -43,16 +43,6 @@
 #include "kmod_util.h"
 #include "nl_raw.h"
 
-#ifndef MREMAP_MAYMOVE
-#define MREMAP_MAYMOVE 1
-#endif
-#ifndef MREMAP_FIXED
-#define MREMAP_FIXED 2
-#endif
-#ifndef MREMAP_DONTUNMAP
-#define MREMAP_DONTUNMAP 4
-#endif
-
 #define NP_DEBUGFS	"/sys/kernel/debug/nproxy/"
 #define N_SLOTS		16	/* shared fd table */
 #define N_MAPS		8	/* mappings per thread */
@@ -974,19 +964,6 @@ static long long genl_regions_live(int nl)
 	return live;
 }
 
-static long long knob(const char *name)
-{
-	char buf[32] = "";
-	int fd = open(name, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	return n > 0 ? strtoll(buf, NULL, 10) : -1;
-}
-
 static void knob_set(const char *name, int v)
 {
 	char buf[16];
@@ -1005,8 +982,8 @@ TEST(fuzz_abi)
 	unsigned long ops = env_ul("NPROXY_FUZZ_OPS", 100000);
 	unsigned long seed = env_ul("NPROXY_FUZZ_SEED", 16);
 	unsigned long n_threads = env_ul("NPROXY_FUZZ_THREADS", 4);
-	bool faults = knob(NP_DEBUGFS "faults_injected") >= 0;
-	long long live0, injected0 = knob(NP_DEBUGFS "faults_injected");
+	bool faults = np_read_ll(NP_DEBUGFS "faults_injected") >= 0;
+	long long live0, injected0 = np_read_ll(NP_DEBUGFS "faults_injected");
 	static struct thread threads[MAX_THREADS];
 	pthread_t tids[MAX_THREADS];
 	unsigned long total = 0, i;
@@ -1094,7 +1071,7 @@ TEST(fuzz_abi)
 	if (faults)
 		TH_LOG("fault knobs armed %lu times, faults injected %lld",
 		       (unsigned long)st.faults_armed,
-		       knob(NP_DEBUGFS "faults_injected") - injected0);
+		       np_read_ll(NP_DEBUGFS "faults_injected") - injected0);
 
 	EXPECT_EQ(ops, total);
 	EXPECT_EQ(0, st.violations);
@@ -1117,7 +1094,7 @@ TEST(fuzz_abi)
  */
 static void __attribute__((destructor)) fuzz_disarm(void)
 {
-	if (knob(NP_DEBUGFS "faults_injected") >= 0) {
+	if (np_read_ll(NP_DEBUGFS "faults_injected") >= 0) {
 		knob_set(NP_DEBUGFS "fail_region_alloc", 0);
 		knob_set(NP_DEBUGFS "fail_prog_submit", 0);
 	}

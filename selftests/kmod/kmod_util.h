@@ -42,6 +42,24 @@
 			strerror(errno));				\
 } while (0)
 
+/*
+ * A fixture whose whole state is /dev/nproxy open in self->dev (the test
+ * skips without the module), closed at teardown.
+ */
+#define NP_DEV_FIXTURE(name)						\
+	FIXTURE(name) {							\
+		int dev;						\
+	};								\
+	FIXTURE_SETUP(name)						\
+	{								\
+		NP_OPEN_DEV_OR_SKIP(self->dev);				\
+	}								\
+	FIXTURE_TEARDOWN(name)						\
+	{								\
+		if (self->dev >= 0)					\
+			close(self->dev);				\
+	}
+
 static inline long np_page_size(void)
 {
 	return sysconf(_SC_PAGESIZE);
@@ -49,7 +67,7 @@ static inline long np_page_size(void)
 
 static inline uint64_t np_now_ns(void)
 {
-	return nproxy_test_now_ns();	/* selftests/common/nproxy_test.h */
+	return nproxy_test_now_ns();	/* testlib/nproxy_test.h */
 }
 
 static inline uint32_t np_load_acquire32(const uint32_t *p)
@@ -132,14 +150,13 @@ static inline int np_wait_collect(int rfd, int timeout_ms,
 }
 
 /* A module-wide counter from sysfs, or -1. */
-static inline long long np_stat(const char *name)
+/* The number a sysfs or debugfs file holds, or -1 when it cannot be read. */
+static inline long long np_read_ll(const char *path)
 {
-	char path[128], buf[32];
+	char buf[32];
 	long long v = -1;
-	FILE *f;
+	FILE *f = fopen(path, "r");
 
-	snprintf(path, sizeof(path), NP_STATS_DIR "%s", name);
-	f = fopen(path, "r");
 	if (!f)
 		return -1;
 	if (fgets(buf, sizeof(buf), f))
@@ -148,47 +165,60 @@ static inline long long np_stat(const char *name)
 	return v;
 }
 
-static inline int np_send_fd(int sock, int fd)
+static inline long long np_stat(const char *name)
 {
-	char byte = 'F';
-	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	char path[128];
+
+	snprintf(path, sizeof(path), NP_STATS_DIR "%s", name);
+	return np_read_ll(path);
+}
+
+/* One byte with room for one fd (SCM_RIGHTS): what np_send_fd/np_recv_fd carry. */
+struct np_fd_msg {
+	char byte;
+	struct iovec iov;
 	union {
 		struct cmsghdr hdr;
 		char buf[CMSG_SPACE(sizeof(int))];
 	} ctl;
-	struct msghdr msg = {
-		.msg_iov = &iov, .msg_iovlen = 1,
-		.msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf),
-	};
+	struct msghdr msg;
+};
+
+static inline void np_fd_msg_init(struct np_fd_msg *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->byte = 'F';
+	m->iov = (struct iovec){ .iov_base = &m->byte, .iov_len = 1 };
+	m->msg.msg_iov = &m->iov;
+	m->msg.msg_iovlen = 1;
+	m->msg.msg_control = m->ctl.buf;
+	m->msg.msg_controllen = sizeof(m->ctl.buf);
+}
+
+static inline int np_send_fd(int sock, int fd)
+{
+	struct np_fd_msg m;
 	struct cmsghdr *c;
 
-	memset(&ctl, 0, sizeof(ctl));
-	c = CMSG_FIRSTHDR(&msg);
+	np_fd_msg_init(&m);
+	c = CMSG_FIRSTHDR(&m.msg);
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
 	c->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	return sendmsg(sock, &msg, 0) == 1 ? 0 : -errno;
+	return sendmsg(sock, &m.msg, 0) == 1 ? 0 : -errno;
 }
 
 static inline int np_recv_fd(int sock)
 {
-	char byte;
-	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-	union {
-		struct cmsghdr hdr;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} ctl;
-	struct msghdr msg = {
-		.msg_iov = &iov, .msg_iovlen = 1,
-		.msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf),
-	};
+	struct np_fd_msg m;
 	struct cmsghdr *c;
 	int fd;
 
-	if (recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) != 1)
+	np_fd_msg_init(&m);
+	if (recvmsg(sock, &m.msg, MSG_CMSG_CLOEXEC) != 1)
 		return -1;
-	c = CMSG_FIRSTHDR(&msg);
+	c = CMSG_FIRSTHDR(&m.msg);
 	if (!c || c->cmsg_type != SCM_RIGHTS)
 		return -1;
 	memcpy(&fd, CMSG_DATA(c), sizeof(int));

@@ -12,22 +12,6 @@
 #include "kselftest_harness.h"
 #include "kmod_util.h"
 
-#ifndef MREMAP_MAYMOVE
-#define MREMAP_MAYMOVE 1
-#endif
-#ifndef MREMAP_FIXED
-#define MREMAP_FIXED 2
-#endif
-#ifndef MREMAP_DONTUNMAP
-#define MREMAP_DONTUNMAP 4
-#endif
-#ifndef MADV_COLD
-#define MADV_COLD 20
-#endif
-#ifndef MADV_PAGEOUT
-#define MADV_PAGEOUT 21
-#endif
-
 FIXTURE(map) {
 	int dev;
 	int rfd;

@@ -463,9 +463,8 @@ FIXTURE_TEARDOWN(raw)
 }
 
 /*
- * The GET_REGIONS dump takes no attributes (uapi.md); it used to
- * accept REGION_ID and ignore it, and REGION_ID=0 gave ERANGE.  Now any
- * id is EINVAL with an extack message, in the dump's NLMSG_DONE.
+ * The GET_REGIONS dump takes no attributes (uapi.md): any REGION_ID, 0
+ * included, is EINVAL with an extack message, in the dump's NLMSG_DONE.
  */
 TEST_F(raw, dump_refuses_region_id)
 {

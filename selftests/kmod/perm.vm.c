@@ -15,13 +15,6 @@
 #include "kselftest_harness.h"
 #include "kmod_util.h"
 
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_getfd
-#define SYS_pidfd_getfd 438
-#endif
-
 static int drop_to_nobody(void)
 {
 	return setresgid(65534, 65534, 65534) || setresuid(65534, 65534, 65534);
@@ -45,20 +38,7 @@ static int as_nobody(int (*fn)(void *), void *arg)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
 }
 
-FIXTURE(perm) {
-	int dev;
-};
-
-FIXTURE_SETUP(perm)
-{
-	NP_OPEN_DEV_OR_SKIP(self->dev);
-}
-
-FIXTURE_TEARDOWN(perm)
-{
-	if (self->dev >= 0)
-		close(self->dev);
-}
+NP_DEV_FIXTURE(perm)
 
 static int open_dev_errno(void *arg)
 {

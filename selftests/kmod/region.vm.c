@@ -10,20 +10,7 @@
 #include "kselftest_harness.h"
 #include "kmod_util.h"
 
-FIXTURE(region) {
-	int dev;
-};
-
-FIXTURE_SETUP(region)
-{
-	NP_OPEN_DEV_OR_SKIP(self->dev);
-}
-
-FIXTURE_TEARDOWN(region)
-{
-	if (self->dev >= 0)
-		close(self->dev);
-}
+NP_DEV_FIXTURE(region)
 
 static int create_raw(int dev, struct nproxy_region_create *req)
 {

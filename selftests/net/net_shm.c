@@ -116,7 +116,7 @@ TEST(own_pid_leftovers_are_removed_at_open)
 		_exit(own_pid_leftovers());
 	}
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
-	/* A signal here is the SIGBUS the short file used to cause. */
+	/* A signal here is the SIGBUS of touching the short file. */
 	ASSERT_TRUE(WIFEXITED(status)) TH_LOG("child killed by signal %d", WTERMSIG(status));
 	ASSERT_EQ(0, WEXITSTATUS(status));
 }

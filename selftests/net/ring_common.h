@@ -8,7 +8,7 @@
  * send being allowed -- what the on-device program does.
  *
  * Also, by this area's names: forking N ranks with a bounded wait, and a
- * free port for the rendezvous on 127.0.0.1 (selftests/common/nproxy_test.h).
+ * free port for the rendezvous on 127.0.0.1 (testlib/nproxy_test.h).
  */
 #ifndef NET_RING_COMMON_H
 #define NET_RING_COMMON_H
@@ -42,7 +42,7 @@ static inline enum nproxy_status ring_rdzv_open(const char *root, uint32_t rank,
 	return nproxy_rdzv_open(&o, rz);
 }
 
-/* The shared helpers (selftests/common/nproxy_test.h) by this area's names. */
+/* The shared helpers (testlib/nproxy_test.h) by this area's names. */
 static inline int64_t ring_now_ms(void)
 {
 	return (int64_t)nproxy_test_now_ms();

@@ -48,7 +48,7 @@ else
 	tap_fail "every file in its directory, none in the default ones" "missing: ${absent[*]}" "stray: $stray"
 fi
 
-# The selftests' loopback seam and failure hooks live in selftests/common/.
+# The selftests' loopback seam and helpers live in testlib/, never in the library.
 test_only=$(cd "$root" && find . -path '*/include/nproxy/*' -name '*loopback*' -print)
 test_only+=$(nm -D --defined-only "$root/usr/lib/$multiarch/libnproxy.so.0" 2>&1 |
 	grep -E ' (nproxy_loopback_|[a-z_]*_test_)' || true)

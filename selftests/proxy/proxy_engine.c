@@ -45,19 +45,7 @@ static int engine_setup(struct engine_rank *r)
 		r->src[i] = (unsigned char)(i * 7 + 3);
 	r->src_addr.mr = mr_src;
 	r->dst_addr.mr = mr_dst;
-	r->ops[0].kind = NPROXY_NET_OP_SEND;
-	r->ops[0].len = LEN;
-	r->ops[1].kind = NPROXY_NET_OP_RECV;
-	r->ops[1].len = LEN;
-	r->ops[1].flags = NPROXY_NET_OP_F_COMPLETE;	/* the completion back-edge */
-	r->ops[1].post_sem = 2;
-	r->ops[1].post_inc = 1;
-	r->fs.ops = r->ops;
-	r->fs.n_ops = 2;
-	r->fs.src = &r->src_addr;
-	r->fs.n_src = 1;
-	r->fs.dst = &r->dst_addr;
-	r->fs.n_dst = 1;
+	fifo_send_recv(&r->fs, r->ops, &r->src_addr, &r->dst_addr, 0, LEN, 2);
 	o = comm_opts(0, 1, 0, 1, NPROXY_COMM_F_DEVICE_WAIT, NULL);
 	nproxy_net_seam(r->net, &o.seam);
 	o.hs = r->hs;

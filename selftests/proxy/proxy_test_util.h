@@ -19,40 +19,33 @@
 #include "nproxy_test.h"
 #include "seam_loopback.h"
 
+struct proxy_threads {
+	int n, misnamed;
+};
+
+static inline void count_proxy_thread(const char *tid, const char *comm, void *arg)
+{
+	struct proxy_threads *c = arg;
+	char want[300];
+
+	if (strncmp(comm, "proxy-", 6))
+		return;
+	c->n++;
+	snprintf(want, sizeof(want), "proxy-%s", tid);
+	if (strcmp(comm, want))
+		c->misnamed++;
+}
+
 /* Threads named "proxy-*"; *misnamed counts those not named "proxy-<their tid>". */
 static inline int count_proxy_threads(int *misnamed)
 {
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *de;
-	int n = 0, bad = 0;
+	struct proxy_threads c = { 0, 0 };
 
-	if (!d)
+	if (nproxy_test_each_thread(count_proxy_thread, &c) < 0)
 		return -1;
-	while ((de = readdir(d))) {
-		char path[300], name[64] = "", want[300];
-		FILE *f;
-
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;	/* the thread just exited */
-		if (!fgets(name, sizeof(name), f))
-			name[0] = 0;
-		fclose(f);
-		name[strcspn(name, "\n")] = 0;
-		if (strncmp(name, "proxy-", 6))
-			continue;
-		n++;
-		snprintf(want, sizeof(want), "proxy-%s", de->d_name);
-		if (strcmp(name, want))
-			bad++;
-	}
-	closedir(d);
 	if (misnamed)
-		*misnamed = bad;
-	return n;
+		*misnamed = c.misnamed;
+	return c.n;
 }
 
 /* Status comparisons: the harness compares with ==, enums are unsigned. */
@@ -99,7 +92,7 @@ static inline int capture_count(const char *needle, int exact)
 	return n;
 }
 
-/* ---- time: the shared helpers (selftests/common/nproxy_test.h) by this area's names ---- */
+/* ---- time: the shared helpers (testlib/nproxy_test.h) by this area's names ---- */
 static inline uint64_t now_ns(void)
 {
 	return nproxy_test_now_ns();
@@ -173,6 +166,23 @@ static inline struct nproxy_cc_op cc_op(uint32_t streams_n, volatile uint32_t **
 }
 
 /*
+ * One block of two ops in fs: send len bytes from src to peer, receive len
+ * bytes from peer into dst, the recv adding 1 to semaphore post_sem when it
+ * completes (the completion back-edge).
+ */
+static inline void fifo_send_recv(struct nproxy_fifo_set *fs, struct nproxy_net_op ops[2],
+				  struct nproxy_net_addr *src, struct nproxy_net_addr *dst,
+				  uint32_t peer, uint32_t len, uint32_t post_sem)
+{
+	ops[0] = (struct nproxy_net_op){ .kind = NPROXY_NET_OP_SEND, .peer = peer, .len = len };
+	ops[1] = (struct nproxy_net_op){ .kind = NPROXY_NET_OP_RECV, .peer = peer, .len = len,
+					 .flags = NPROXY_NET_OP_F_COMPLETE,
+					 .post_sem = post_sem, .post_inc = 1 };
+	*fs = (struct nproxy_fifo_set){ .ops = ops, .n_ops = 2, .src = src, .n_src = 1,
+					.dst = dst, .n_dst = 1 };
+}
+
+/*
  * One rank of a loopback exchange: a single basic block on stream 0 that
  * sends len bytes to peer and receives len bytes from peer, with open
  * trigger words and a private semaphore page.
@@ -202,21 +212,7 @@ static inline int lb_rank_setup(struct lb_rank *r, struct nproxy_loopback_fabric
 		r->src[i] = (unsigned char)(rank * 31 + i);
 	r->src_addr.mr = mr_src;
 	r->dst_addr.mr = mr_dst;
-	r->ops[0].kind = NPROXY_NET_OP_SEND;
-	r->ops[0].peer = peer;
-	r->ops[0].len = len;
-	r->ops[1].kind = NPROXY_NET_OP_RECV;
-	r->ops[1].peer = peer;
-	r->ops[1].len = len;
-	r->ops[1].flags = NPROXY_NET_OP_F_COMPLETE;	/* the completion back-edge */
-	r->ops[1].post_sem = 0;
-	r->ops[1].post_inc = 1;
-	r->fs.ops = r->ops;
-	r->fs.n_ops = 2;
-	r->fs.src = &r->src_addr;
-	r->fs.n_src = 1;
-	r->fs.dst = &r->dst_addr;
-	r->fs.n_dst = 1;
+	fifo_send_recv(&r->fs, r->ops, &r->src_addr, &r->dst_addr, peer, len, 0);
 	for (i = 0; i < NPROXY_PROXY_MAX_STREAMS; i++)
 		r->words[i] = &r->trig[i];	/* 0: already triggered */
 	return 0;

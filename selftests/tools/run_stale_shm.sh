@@ -3,8 +3,9 @@
 #
 # A dead rank never poisons a later job.  libfabric's shm provider keeps
 # each endpoint in /dev/shm/<pid>:<uid>:<n>; a rank killed by SIGKILL
-# leaves it, and once PIDs wrap a later process with that PID used to die
-# of SIGBUS (short file) or fail fi_enable with EBUSY.  Here:
+# leaves it, and once PIDs wrap a later process with that PID dies of
+# SIGBUS (short file) or fails fi_enable with EBUSY unless the file is
+# gone.  Here:
 #   - nproxyctl shm-sweep: a dry run removes nothing; the sweep removes a
 #     dead PID's file and never a live PID's, nor one a live process holds;
 #   - short stale files at the next PIDs (where the next ranks land): the

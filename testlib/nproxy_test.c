@@ -257,17 +257,16 @@ int nproxy_test_count_threads(void)
 	return nproxy_test_count_dir("/proc/self/task", NULL);
 }
 
-int nproxy_test_count_threads_named(const char *name, bool prefix)
+int nproxy_test_each_thread(void (*fn)(const char *tid, const char *comm, void *arg), void *arg)
 {
 	DIR *d = opendir("/proc/self/task");
-	size_t name_len = strlen(name);
 	struct dirent *e;
 	int n = 0;
 
 	if (!d)
 		return -1;
 	while ((e = readdir(d))) {
-		char path[300], comm[32] = "";
+		char path[300], comm[64] = "";
 		FILE *f;
 
 		if (e->d_name[0] == '.')
@@ -276,15 +275,38 @@ int nproxy_test_count_threads_named(const char *name, bool prefix)
 		f = fopen(path, "r");
 		if (!f)
 			continue;	/* the thread just exited */
-		if (fgets(comm, sizeof(comm), f)) {
-			comm[strcspn(comm, "\n")] = '\0';
-			if (prefix ? !strncmp(comm, name, name_len) : !strcmp(comm, name))
-				n++;
-		}
+		if (!fgets(comm, sizeof(comm), f))
+			comm[0] = '\0';
 		fclose(f);
+		comm[strcspn(comm, "\n")] = '\0';
+		fn(e->d_name, comm, arg);
+		n++;
 	}
 	closedir(d);
 	return n;
+}
+
+struct threads_named {
+	const char *name;
+	size_t len;
+	bool prefix;
+	int n;
+};
+
+static void count_named(const char *tid, const char *comm, void *arg)
+{
+	struct threads_named *c = arg;
+
+	(void)tid;
+	if (c->prefix ? !strncmp(comm, c->name, c->len) : !strcmp(comm, c->name))
+		c->n++;
+}
+
+int nproxy_test_count_threads_named(const char *name, bool prefix)
+{
+	struct threads_named c = { .name = name, .len = strlen(name), .prefix = prefix };
+
+	return nproxy_test_each_thread(count_named, &c) < 0 ? -1 : c.n;
 }
 
 int nproxy_test_count_shared_maps(void)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * An in-process loopback network engine for the selftests and benchmarks
- * (in the test-support library, selftests/support.mk; never in libnproxy).
+ * (in the test-support library, testlib/testlib.mk; never in libnproxy).
  *
  * A "fabric" connects n_ranks loopback engines in one process.  Each engine
  * implements the network seam (<nproxy/seam.h>) for one rank:

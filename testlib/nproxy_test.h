@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Helpers that the selftests and the benchmarks share (the test-support
- * library, selftests/support.mk; never part of libnproxy): a monotonic
+ * library, testlib/testlib.mk; never part of libnproxy): a monotonic
  * clock, ranks as forked processes reaped with a deadline, CPU pinning,
  * quantiles of samples, a free TCP port, fd / thread / mapping counts of
  * this process, private temporary directories, and a seam whose tasks are
@@ -96,6 +96,11 @@ int nproxy_test_count_dir(const char *path, const char *prefix);
 /* Open fds of this process (the counting's own excluded), or -1. */
 int nproxy_test_count_fds(void);
 int nproxy_test_count_threads(void);
+/*
+ * fn(tid, comm, arg) for every thread of this process (tid as in
+ * /proc/self/task, comm without its newline); the threads seen, or -1.
+ */
+int nproxy_test_each_thread(void (*fn)(const char *tid, const char *comm, void *arg), void *arg);
 /* Threads whose name (comm) is name, or starts with it when prefix. */
 int nproxy_test_count_threads_named(const char *name, bool prefix);
 /* Shared mappings only: the sanitizers' allocators map private memory freely. */
