@@ -250,14 +250,55 @@ struct supervisor {
 	char msg[700];			/* why the run stopped, "" if it did not */
 };
 
+/*
+ * The signals that end a job from outside.  A terminal sends them to the
+ * whole process group, so each rank receives its own copy: a rank must not
+ * die of it (the supervisor would blame it), so ranks keep them blocked
+ * from fork on and the supervisor, which gets the same signal, stops them.
+ */
+static void job_signals(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGHUP);
+}
+
+/*
+ * In a rank: a job signal sent to this process alone (kill PID) is handed
+ * to the supervisor, so it ends the job as an interrupt instead of being
+ * lost; the copy a group-wide signal also gave the supervisor is harmless.
+ */
+static void *forward_job_signals(void *arg)
+{
+	sigset_t set;
+	int sig;
+
+	(void)arg;
+	job_signals(&set);
+	for (;;)
+		if (!sigwait(&set, &sig))
+			kill(getppid(), sig);
+	return NULL;
+}
+
 /* In the child: one process of the job, never returning. */
 static void run_child(struct supervisor *sv, uint32_t p)
 {
 	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	pthread_attr_t attr;
+	pthread_t fwd;
 	int code;
 
+	/* Still blocked (fork_ranks): every thread of the rank inherits that. */
 	sigaction(SIGINT, &dfl, NULL);
 	sigaction(SIGTERM, &dfl, NULL);
+	sigaction(SIGHUP, &dfl, NULL);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (!pthread_create(&fwd, &attr, forward_job_signals, NULL))
+		pthread_setname_np(fwd, "nproxy-sigfwd");
+	pthread_attr_destroy(&attr);
 	/* Never outlive the supervisor. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() == 1)
@@ -277,6 +318,8 @@ static void run_child(struct supervisor *sv, uint32_t p)
 /* The shared records, then one child per process; a run_exit code. */
 static int fork_ranks(struct supervisor *sv)
 {
+	sigset_t job_set, old_mask;
+
 	sv->shared = mmap(NULL, sv->rsz * sv->P, PROT_READ | PROT_WRITE,
 			  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sv->shared == MAP_FAILED) {
@@ -285,6 +328,9 @@ static int fork_ranks(struct supervisor *sv)
 	}
 	memset(sv->shared, 0, sv->rsz * sv->P);
 	fflush(NULL);
+	/* Ranks are born with the job signals blocked (see job_signals). */
+	job_signals(&job_set);
+	sigprocmask(SIG_BLOCK, &job_set, &old_mask);
 	for (uint32_t p = 0; p < sv->P; p++) {
 		sv->recs[p] = (struct run_proc_record *)(sv->shared + p * sv->rsz);
 		sv->kids[p] = (struct child){ 0 };
@@ -293,6 +339,7 @@ static int fork_ranks(struct supervisor *sv)
 			run_child(sv, p);
 		if (sv->kids[p].pid > 0)
 			continue;
+		sigprocmask(SIG_SETMASK, &old_mask, NULL);
 		fprintf(stderr, "nproxy-run: fork of process %u: %s\n", p, strerror(errno));
 		for (uint32_t q = 0; q < p; q++)
 			kill(sv->kids[q].pid, SIGKILL);
@@ -301,6 +348,7 @@ static int fork_ranks(struct supervisor *sv)
 		munmap(sv->shared, sv->rsz * sv->P);
 		return RUN_EXIT_FAILURE;
 	}
+	sigprocmask(SIG_SETMASK, &old_mask, NULL);
 	return RUN_EXIT_OK;
 }
 
@@ -363,8 +411,8 @@ static void stop_ranks(struct supervisor *sv, double now)
 		if (!sv->kids[p].reaped)
 			kill(sv->kids[p].pid, SIGKILL);
 	if (interrupted && !sv->msg[0]) {
-		snprintf(sv->msg, sizeof(sv->msg), "interrupted by signal %d: ranks stopped",
-			 (int)interrupted);
+		snprintf(sv->msg, sizeof(sv->msg), "interrupted by signal %d (SIG%s): ranks stopped",
+			 (int)interrupted, sigabbrev_np(interrupted) ?: "?");
 	} else if (now >= sv->hard_deadline && !sv->grace_until) {
 		int n = snprintf(sv->msg, sizeof(sv->msg), "timeout after %.0f s: still running:",
 				 sv->o->timeout_s);
@@ -468,6 +516,7 @@ static int run_forked(const struct run_opts *o)
 		 (unsigned long)time(NULL));
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
 	code = fork_ranks(&sv);
 	if (code)
 		return code;
