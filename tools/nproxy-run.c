@@ -19,6 +19,8 @@
 #include <unistd.h>
 #include <nproxy/handshake.h>
 #include <nproxy/net.h>
+#include "ctl.h"
+#include "ctl_proxy.h"
 #include "run.h"
 
 static volatile sig_atomic_t interrupted;
@@ -248,6 +250,10 @@ struct supervisor {
 	struct run_table table;
 	double t0, hard_deadline, grace_until;
 	char msg[700];			/* why the run stopped, "" if it did not */
+	/* Near the deadline: who stalled, and who only waits (see watch_hang). */
+	double next_hang_look;
+	size_t hang_culprits;
+	char stalled[1400], victims[1400];
 };
 
 /*
@@ -434,6 +440,32 @@ static void stop_ranks(struct supervisor *sv, double now)
 	sv->alive = 0;
 }
 
+/*
+ * In the last stretch before --timeout, while no rank has failed yet, take
+ * hang-report's snapshot of the ranks every half second, so that a timeout
+ * names the rank that stalled (with its evidence) instead of the first
+ * rank whose wait ran out.  A snapshot naming a culprit is kept over a
+ * later one that names none (the culprit may be tearing down already).
+ */
+static void watch_hang(struct supervisor *sv, double now)
+{
+	double T = sv->o->timeout_s, look_from = sv->t0 + (T - 1 > T * 0.75 ? T - 1 : T * 0.75);
+	char stalled[sizeof(sv->stalled)], victims[sizeof(sv->victims)];
+	size_t n;
+
+	if (sv->first_bad >= 0 || now < look_from || now < sv->next_hang_look)
+		return;
+	sv->next_hang_look = now + 0.5;
+	/* Stuck for a quarter of the run, at most a second: not a slow op. */
+	n = ctl_hang_judge(getpid(), T / 4 < 1 ? T / 4 : 1, stalled, sizeof(stalled), victims,
+			   sizeof(victims));
+	if (!n && sv->hang_culprits)
+		return;
+	sv->hang_culprits = n;
+	memcpy(sv->stalled, stalled, sizeof(stalled));
+	memcpy(sv->victims, victims, sizeof(victims));
+}
+
 /* Reap, draw progress and enforce the deadline until every rank is gone. */
 static void supervise(struct supervisor *sv)
 {
@@ -448,6 +480,7 @@ static void supervise(struct supervisor *sv)
 		draw_progress(sv);
 		if (!sv->alive)
 			break;
+		watch_hang(sv, now);
 		if (interrupted || now >= sv->hard_deadline ||
 		    (sv->grace_until && now >= sv->grace_until)) {
 			stop_ranks(sv, now);
@@ -458,15 +491,34 @@ static void supervise(struct supervisor *sv)
 	run_progress_finish(&sv->prog);
 }
 
+/* A timeout with a culprit: "timeout after 10 s: rank 1 (pid 42) stalled: ..."
+ * (the first stalled rank; the others follow with the victims). */
+static void name_stalled(struct supervisor *sv)
+{
+	char *nl = strchr(sv->stalled, '\n');
+	size_t first = nl ? (size_t)(nl - sv->stalled) : strlen(sv->stalled);
+
+	snprintf(sv->msg, sizeof(sv->msg), "timeout after %g s: %.*s", sv->o->timeout_s,
+		 (int)first, sv->stalled);
+	memmove(sv->stalled, sv->stalled + first + (nl ? 1 : 0),
+		strlen(sv->stalled + first + (nl ? 1 : 0)) + 1);
+}
+
 /* The job's exit status, and sv->msg naming the culprit. */
 static int verdict(struct supervisor *sv)
 {
 	char what[96], death[400];
 	int code, st;
 
-	if (sv->first_bad < 0)
-		return !sv->msg[0] ? RUN_EXIT_OK
-				   : interrupted ? 128 + (int)interrupted : RUN_EXIT_TIMEOUT;
+	if (sv->first_bad < 0) {
+		if (!sv->msg[0])
+			return RUN_EXIT_OK;
+		if (interrupted)
+			return 128 + (int)interrupted;
+		if (sv->hang_culprits)
+			name_stalled(sv);
+		return RUN_EXIT_TIMEOUT;
+	}
 	st = sv->kids[sv->first_bad].status;
 	describe_ranks(what, sizeof(what), (uint32_t)sv->first_bad, sv->o->ranks_per_proc,
 		       sv->kids[sv->first_bad].pid);
@@ -478,6 +530,10 @@ static int verdict(struct supervisor *sv)
 	code = WEXITSTATUS(st);
 	if (code < RUN_EXIT_VERIFY || code > RUN_EXIT_FAILURE)
 		code = RUN_EXIT_FAILURE;
+	if (code == RUN_EXIT_TIMEOUT && sv->hang_culprits) {
+		name_stalled(sv);
+		return code;
+	}
 	snprintf(sv->msg, sizeof(sv->msg), "%s", sv->recs[sv->first_bad]->error[0]
 		 ? sv->recs[sv->first_bad]->error : "failed without a message");
 	return code;
@@ -485,14 +541,36 @@ static int verdict(struct supervisor *sv)
 
 /* The culprit's message, then other ranks' own view when it adds something
  * (e.g. who saw the death). */
+static void print_lines(const char *prefix, const char *lines)
+{
+	const char *nl;
+
+	for (; *lines; lines = nl + 1) {
+		nl = strchr(lines, '\n');
+		if (!nl) {
+			fprintf(stderr, "%s%s\n", prefix, lines);
+			return;
+		}
+		fprintf(stderr, "%s%.*s\n", prefix, (int)(nl - lines), lines);
+	}
+}
+
 static void print_errors(const struct supervisor *sv)
 {
 	if (!sv->msg[0])
 		return;
 	fprintf(stderr, "nproxy-run: %s\n", sv->msg);
+	if (sv->hang_culprits) {
+		print_lines("nproxy-run:   ", sv->stalled);
+		print_lines("nproxy-run:   ", sv->victims);
+	}
 	for (uint32_t p = 0; p < sv->P; p++) {
 		const struct child *k = &sv->kids[p];
 
+		/* A judged timeout lists the victims: their "peer died" adds nothing. */
+		if (sv->hang_culprits && WIFEXITED(k->status) &&
+		    WEXITSTATUS(k->status) == RUN_EXIT_DEAD)
+			continue;
 		if ((int)p != sv->first_bad && sv->recs[p]->error[0] && k->status != -1 &&
 		    !(WIFEXITED(k->status) && WEXITSTATUS(k->status) == 0))
 			fprintf(stderr, "nproxy-run:   also: %s\n", sv->recs[p]->error);
@@ -541,6 +619,7 @@ int main(int argc, char **argv)
 	struct run_place place;
 	int code;
 
+	ctl_prog = "nproxy-run";
 	code = run_parse_opts(argc, argv, &o);
 	if (code)
 		return code;
