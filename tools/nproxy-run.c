@@ -73,14 +73,12 @@ static int check_world(const struct run_opts *o, uint32_t n_procs)
 	uint32_t world = n_procs * o->ranks_per_proc;
 
 	if (world < 2) {
-		fprintf(stderr, "nproxy-run: %s needs at least 2 ranks (procs x ranks-per-proc = %u)\nTry 'nproxy-run --help'.\n",
-			run_coll_name(o->coll), world);
-		return RUN_EXIT_USAGE;
+		return run_usage_error("%s needs at least 2 ranks (procs x ranks-per-proc = %u)",
+				       run_coll_name(o->coll), world);
 	}
 	if (world > RUN_MAX_RANKS) {
-		fprintf(stderr, "nproxy-run: %u ranks: at most %u (procs x ranks-per-proc)\nTry 'nproxy-run --help'.\n",
-			world, RUN_MAX_RANKS);
-		return RUN_EXIT_USAGE;
+		return run_usage_error("%u ranks: at most %u (procs x ranks-per-proc)", world,
+				       RUN_MAX_RANKS);
 	}
 	return 0;
 }
@@ -631,9 +629,8 @@ int main(int argc, char **argv)
 		return code;
 	if (place.launched) {
 		if (o.procs_given) {
-			fprintf(stderr, "nproxy-run: --procs conflicts with the launcher (%s: rank %u of %u): the launcher starts the processes\n",
-				place.launcher, place.proc_rank, place.n_procs);
-			return RUN_EXIT_USAGE;
+			return run_usage_error("--procs conflicts with the launcher (%s: rank %u of %u): the launcher starts the processes",
+					       place.launcher, place.proc_rank, place.n_procs);
 		}
 		return run_launched(&o, &place);
 	}
