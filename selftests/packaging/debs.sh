@@ -110,12 +110,13 @@ if "${pc[@]}" --exists libnproxy &&
 	LD_LIBRARY_PATH=$root/usr/lib/$multiarch NPROXY_HANDSHAKE=memfd timeout 120 "$ex/device_trigger" \
 		>>"$work/examples.log" 2>&1 || ok=0
 	job=debs-$$-$RANDOM
+	pids=()
 	for r in 0 1; do
 		LD_LIBRARY_PATH=$root/usr/lib/$multiarch FI_PROVIDER=shm NPROXY_HANDSHAKE=memfd \
 			timeout 120 "$ex/collective" "$r" 2 "$job" >"$work/collective.$r" 2>&1 &
+		pids+=($!)
 	done
-	wait %1 || ok=0
-	wait %2 || ok=0
+	for p in "${pids[@]}"; do wait "$p" || ok=0; done
 	grep -q ': ok$' "$work/collective.0" && grep -q ': ok$' "$work/collective.1" || ok=0
 else
 	ok=0
