@@ -273,6 +273,8 @@ static void job_signals(sigset_t *set)
  * to the supervisor, so it ends the job as an interrupt instead of being
  * lost; the copy a group-wide signal also gave the supervisor is harmless.
  */
+static pid_t supervisor_pid;
+
 static void *forward_job_signals(void *arg)
 {
 	sigset_t set;
@@ -281,8 +283,9 @@ static void *forward_job_signals(void *arg)
 	(void)arg;
 	job_signals(&set);
 	for (;;)
-		if (!sigwait(&set, &sig))
-			kill(getppid(), sig);
+		/* Reparented (the supervisor is gone): PDEATHSIG ends us anyway. */
+		if (!sigwait(&set, &sig) && getppid() == supervisor_pid)
+			kill(supervisor_pid, sig);
 	return NULL;
 }
 
@@ -333,6 +336,7 @@ static int fork_ranks(struct supervisor *sv)
 	memset(sv->shared, 0, sv->rsz * sv->P);
 	fflush(NULL);
 	/* Ranks are born with the job signals blocked (see job_signals). */
+	supervisor_pid = getpid();
 	job_signals(&job_set);
 	sigprocmask(SIG_BLOCK, &job_set, &old_mask);
 	for (uint32_t p = 0; p < sv->P; p++) {
@@ -569,7 +573,9 @@ static void print_errors(const struct supervisor *sv)
 		if (sv->hang_culprits && WIFEXITED(k->status) &&
 		    WEXITSTATUS(k->status) == RUN_EXIT_DEAD)
 			continue;
-		if ((int)p != sv->first_bad && sv->recs[p]->error[0] && k->status != -1 &&
+		/* A judged timeout replaced the first failed rank's message: keep it. */
+		if (((int)p != sv->first_bad || sv->hang_culprits) && sv->recs[p]->error[0] &&
+		    k->status != -1 &&
 		    !(WIFEXITED(k->status) && WEXITSTATUS(k->status) == 0))
 			fprintf(stderr, "nproxy-run:   also: %s\n", sv->recs[p]->error);
 	}
