@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * nproxyctl's error reports, a leaf every other ctl file calls: a message
+ * nproxyctl's error reports, a leaf every other ctl file calls (and linked
+ * into nproxy-run with the snapshots it shares with hang-report): a message
  * on stderr, or with --json one object on stdout; an errno from the module
  * turned into a hint and an exit code (ctl.h); a usage error (ctl_cmd.h).
  */

@@ -260,6 +260,114 @@ static size_t report_job(const struct ctl_proxy_list *l, const struct job *j, do
 	return stuck;
 }
 
+/* A task that stalls on its own: its device never triggered it. */
+static bool stalls_on_device(const struct nproxy_proxy_task *task)
+{
+	return task->run_state == NPROXY_TASK_STATE_WAITING_DEVICE_TRIGGER;
+}
+
+/* Is rank r of job j a culprit: stopped, or a stuck task waiting for its device? */
+static bool rank_stalled(const struct ctl_proxy_list *l, const struct job *j, uint32_t r,
+			 double min_age_s)
+{
+	for (size_t i = j->first; i < j->first + j->n; i++) {
+		const struct ctl_proxy *p = &l->v[i];
+
+		if (p->ps.rank != r)
+			continue;
+		if (proc_stopped(p->proc_state))
+			return true;
+		for (int t = 0; t < NPROXY_PROXY_STATE_TASKS; t++) {
+			const struct nproxy_proxy_task *task = &p->ps.tasks[t];
+
+			if (task->type && stalls_on_device(task) &&
+			    ctl_age_s(p, task->progress_ns) >= min_age_s)
+				return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * One rank's line of the judgement: a culprit with the evidence of its first
+ * stalled task, or a victim with the task that waits (if one is stuck yet).
+ */
+static void judge_rank(const struct ctl_proxy_list *l, const struct job *j,
+		       const struct ctl_proxy *p, double min_age_s, const char *culprits,
+		       bool culprit, char *buf, size_t len)
+{
+	char ev[1024];
+
+	if (culprit && proc_stopped(p->proc_state)) {
+		append(buf, len, "rank %u (pid %d) stalled: its process is stopped (state %c)\n",
+		       p->ps.rank, (int)p->pid, p->proc_state);
+		return;
+	}
+	if (!culprit)
+		append(buf, len, "rank %u (pid %d): waiting on %s (victim)", p->ps.rank, (int)p->pid,
+		       culprits);
+	for (int t = 0; t < NPROXY_PROXY_STATE_TASKS; t++) {
+		const struct nproxy_proxy_task *task = &p->ps.tasks[t];
+		double age = ctl_age_s(p, task->progress_ns);
+
+		if (!task->type || task->run_state == NPROXY_TASK_STATE_DONE || age < min_age_s ||
+		    (culprit && !stalls_on_device(task)))
+			continue;
+		if (culprit) {
+			task_evidence(l, j, p, task, ev, sizeof(ev));
+			append(buf, len, "rank %u (pid %d) stalled: task %s of op %llu in %s for %.1f s: %s",
+			       p->ps.rank, (int)p->pid, ctl_task_type_name(task->type),
+			       (unsigned long long)task->exec_id, ctl_run_state_name(task->run_state),
+			       age, ev);
+		} else {
+			append(buf, len, ": task %s of op %llu in %s for %.1f s",
+			       ctl_task_type_name(task->type), (unsigned long long)task->exec_id,
+			       ctl_run_state_name(task->run_state), age);
+		}
+		break;
+	}
+	append(buf, len, "\n");
+}
+
+size_t ctl_hang_judge(pid_t job_pid, double min_age_s, char *culprits_buf, size_t clen,
+		      char *victims_buf, size_t vlen)
+{
+	struct ctl_proxy_list l;
+	struct job *jobs;
+	size_t n_jobs, found = 0;
+	char who[256];
+
+	culprits_buf[0] = victims_buf[0] = '\0';
+	if (ctl_proxy_scan(&l, job_pid) < 0)
+		return 0;
+	jobs = calloc(l.n ? l.n : 1, sizeof(*jobs));
+	if (!jobs) {
+		ctl_proxy_list_free(&l);
+		return 0;
+	}
+	n_jobs = group_jobs(&l, jobs);
+	for (size_t jn = 0; jn < n_jobs; jn++) {
+		const struct job *j = &jobs[jn];
+
+		who[0] = '\0';
+		for (size_t i = j->first; i < j->first + j->n; i++)
+			if (rank_stalled(&l, j, l.v[i].ps.rank, min_age_s))
+				append(who, sizeof(who), "%srank %u", who[0] ? ", " : "", l.v[i].ps.rank);
+		for (size_t i = j->first; i < j->first + j->n; i++) {
+			bool culprit = rank_stalled(&l, j, l.v[i].ps.rank, min_age_s);
+
+			found += culprit;
+			if (culprit)
+				judge_rank(&l, j, &l.v[i], min_age_s, who, true, culprits_buf, clen);
+			else if (who[0])
+				judge_rank(&l, j, &l.v[i], min_age_s, who, false, victims_buf, vlen);
+		}
+	}
+	free(jobs);
+	ctl_proxy_list_free(&l);
+	return found;
+}
+
 int cmd_hang_report(bool json, double min_age_s, pid_t only_pid)
 {
 	struct ctl_proxy_list l;

@@ -77,22 +77,6 @@ const char *ctl_event_name(uint64_t type)
 	return "unknown";
 }
 
-const char *ctl_prog_state_name(uint64_t state)
-{
-	static const char *const names[] = {
-		[NPROXY_PROG_NONE] = "none",
-		[NPROXY_PROG_RUNNING] = "running",
-		[NPROXY_PROG_DONE] = "done",
-		[NPROXY_PROG_TIMEDOUT] = "timedout",
-		[NPROXY_PROG_CANCELLED] = "cancelled",
-		[NPROXY_PROG_ERROR] = "error",
-	};
-
-	if (state < sizeof(names) / sizeof(names[0]))
-		return names[state];
-	return "unknown";
-}
-
 static int nl_exit(int nlerr, const char *what)
 {
 	switch (-nlerr) {

@@ -72,6 +72,22 @@ const char *ctl_step_op_name(uint32_t op)
 	}
 }
 
+const char *ctl_prog_state_name(uint64_t state)
+{
+	static const char *const names[] = {
+		[NPROXY_PROG_NONE] = "none",
+		[NPROXY_PROG_RUNNING] = "running",
+		[NPROXY_PROG_DONE] = "done",
+		[NPROXY_PROG_TIMEDOUT] = "timedout",
+		[NPROXY_PROG_CANCELLED] = "cancelled",
+		[NPROXY_PROG_ERROR] = "error",
+	};
+
+	if (state < sizeof(names) / sizeof(names[0]))
+		return names[state];
+	return "unknown";
+}
+
 static uint64_t coarse_now_ns(void)
 {
 	struct timespec ts;

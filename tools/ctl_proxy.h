@@ -58,6 +58,19 @@ double ctl_age_s(const struct ctl_proxy *p, uint64_t ns);
 /* Exit status of hang-report when it found a hang. */
 #define CTL_HANG_FOUND	5
 
+/*
+ * nproxy-run --timeout (ctl_hang.c): the hang-report snapshot of job_pid's
+ * ranks, judged.  A rank stalled on its own when a task of it waits for its
+ * device (trigger word still at the sentinel) or its process is stopped:
+ * one line each in culprits, "rank 1 (pid 42) stalled: task NETWORK of op 2
+ * in WAITING_DEVICE_TRIGGER for 8.9 s: <hang-report's evidence>".  Every
+ * other rank with a stuck task only waits for them: one line each in
+ * victims, "rank 0 (pid 41): waiting on rank 1 (victim): task ...".
+ * Only tasks stuck for at least min_age_s count.  Returns the culprits.
+ */
+size_t ctl_hang_judge(pid_t job_pid, double min_age_s, char *culprits, size_t clen,
+		      char *victims, size_t vlen);
+
 /* Subcommands (ctl_top.c, ctl_hang.c): exit codes. */
 int cmd_top(bool json, uint64_t count, double interval_s, pid_t only_pid);
 int cmd_hang_report(bool json, double min_age_s, pid_t only_pid);

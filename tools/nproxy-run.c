@@ -19,6 +19,8 @@
 #include <unistd.h>
 #include <nproxy/handshake.h>
 #include <nproxy/net.h>
+#include "ctl.h"
+#include "ctl_proxy.h"
 #include "run.h"
 
 static volatile sig_atomic_t interrupted;
@@ -71,14 +73,12 @@ static int check_world(const struct run_opts *o, uint32_t n_procs)
 	uint32_t world = n_procs * o->ranks_per_proc;
 
 	if (world < 2) {
-		fprintf(stderr, "nproxy-run: %s needs at least 2 ranks (procs x ranks-per-proc = %u)\nTry 'nproxy-run --help'.\n",
-			run_coll_name(o->coll), world);
-		return RUN_EXIT_USAGE;
+		return run_usage_error("%s needs at least 2 ranks (procs x ranks-per-proc = %u)",
+				       run_coll_name(o->coll), world);
 	}
 	if (world > RUN_MAX_RANKS) {
-		fprintf(stderr, "nproxy-run: %u ranks: at most %u (procs x ranks-per-proc)\nTry 'nproxy-run --help'.\n",
-			world, RUN_MAX_RANKS);
-		return RUN_EXIT_USAGE;
+		return run_usage_error("%u ranks: at most %u (procs x ranks-per-proc)", world,
+				       RUN_MAX_RANKS);
 	}
 	return 0;
 }
@@ -248,16 +248,64 @@ struct supervisor {
 	struct run_table table;
 	double t0, hard_deadline, grace_until;
 	char msg[700];			/* why the run stopped, "" if it did not */
+	/* Near the deadline: who stalled, and who only waits (see watch_hang). */
+	double next_hang_look;
+	size_t hang_culprits;
+	char stalled[1400], victims[1400];
 };
+
+/*
+ * The signals that end a job from outside.  A terminal sends them to the
+ * whole process group, so each rank receives its own copy: a rank must not
+ * die of it (the supervisor would blame it), so ranks keep them blocked
+ * from fork on and the supervisor, which gets the same signal, stops them.
+ */
+static void job_signals(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGHUP);
+}
+
+/*
+ * In a rank: a job signal sent to this process alone (kill PID) is handed
+ * to the supervisor, so it ends the job as an interrupt instead of being
+ * lost; the copy a group-wide signal also gave the supervisor is harmless.
+ */
+static pid_t supervisor_pid;
+
+static void *forward_job_signals(void *arg)
+{
+	sigset_t set;
+	int sig;
+
+	(void)arg;
+	job_signals(&set);
+	for (;;)
+		/* Reparented (the supervisor is gone): PDEATHSIG ends us anyway. */
+		if (!sigwait(&set, &sig) && getppid() == supervisor_pid)
+			kill(supervisor_pid, sig);
+	return NULL;
+}
 
 /* In the child: one process of the job, never returning. */
 static void run_child(struct supervisor *sv, uint32_t p)
 {
 	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	pthread_attr_t attr;
+	pthread_t fwd;
 	int code;
 
+	/* Still blocked (fork_ranks): every thread of the rank inherits that. */
 	sigaction(SIGINT, &dfl, NULL);
 	sigaction(SIGTERM, &dfl, NULL);
+	sigaction(SIGHUP, &dfl, NULL);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (!pthread_create(&fwd, &attr, forward_job_signals, NULL))
+		pthread_setname_np(fwd, "nproxy-sigfwd");
+	pthread_attr_destroy(&attr);
 	/* Never outlive the supervisor. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() == 1)
@@ -277,6 +325,8 @@ static void run_child(struct supervisor *sv, uint32_t p)
 /* The shared records, then one child per process; a run_exit code. */
 static int fork_ranks(struct supervisor *sv)
 {
+	sigset_t job_set, old_mask;
+
 	sv->shared = mmap(NULL, sv->rsz * sv->P, PROT_READ | PROT_WRITE,
 			  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sv->shared == MAP_FAILED) {
@@ -285,6 +335,10 @@ static int fork_ranks(struct supervisor *sv)
 	}
 	memset(sv->shared, 0, sv->rsz * sv->P);
 	fflush(NULL);
+	/* Ranks are born with the job signals blocked (see job_signals). */
+	supervisor_pid = getpid();
+	job_signals(&job_set);
+	sigprocmask(SIG_BLOCK, &job_set, &old_mask);
 	for (uint32_t p = 0; p < sv->P; p++) {
 		sv->recs[p] = (struct run_proc_record *)(sv->shared + p * sv->rsz);
 		sv->kids[p] = (struct child){ 0 };
@@ -293,6 +347,7 @@ static int fork_ranks(struct supervisor *sv)
 			run_child(sv, p);
 		if (sv->kids[p].pid > 0)
 			continue;
+		sigprocmask(SIG_SETMASK, &old_mask, NULL);
 		fprintf(stderr, "nproxy-run: fork of process %u: %s\n", p, strerror(errno));
 		for (uint32_t q = 0; q < p; q++)
 			kill(sv->kids[q].pid, SIGKILL);
@@ -301,6 +356,7 @@ static int fork_ranks(struct supervisor *sv)
 		munmap(sv->shared, sv->rsz * sv->P);
 		return RUN_EXIT_FAILURE;
 	}
+	sigprocmask(SIG_SETMASK, &old_mask, NULL);
 	return RUN_EXIT_OK;
 }
 
@@ -363,8 +419,8 @@ static void stop_ranks(struct supervisor *sv, double now)
 		if (!sv->kids[p].reaped)
 			kill(sv->kids[p].pid, SIGKILL);
 	if (interrupted && !sv->msg[0]) {
-		snprintf(sv->msg, sizeof(sv->msg), "interrupted by signal %d: ranks stopped",
-			 (int)interrupted);
+		snprintf(sv->msg, sizeof(sv->msg), "interrupted by signal %d (SIG%s): ranks stopped",
+			 (int)interrupted, sigabbrev_np(interrupted) ?: "?");
 	} else if (now >= sv->hard_deadline && !sv->grace_until) {
 		int n = snprintf(sv->msg, sizeof(sv->msg), "timeout after %.0f s: still running:",
 				 sv->o->timeout_s);
@@ -386,6 +442,32 @@ static void stop_ranks(struct supervisor *sv, double now)
 	sv->alive = 0;
 }
 
+/*
+ * In the last stretch before --timeout, while no rank has failed yet, take
+ * hang-report's snapshot of the ranks every half second, so that a timeout
+ * names the rank that stalled (with its evidence) instead of the first
+ * rank whose wait ran out.  A snapshot naming a culprit is kept over a
+ * later one that names none (the culprit may be tearing down already).
+ */
+static void watch_hang(struct supervisor *sv, double now)
+{
+	double T = sv->o->timeout_s, look_from = sv->t0 + (T - 1 > T * 0.75 ? T - 1 : T * 0.75);
+	char stalled[sizeof(sv->stalled)], victims[sizeof(sv->victims)];
+	size_t n;
+
+	if (sv->first_bad >= 0 || now < look_from || now < sv->next_hang_look)
+		return;
+	sv->next_hang_look = now + 0.5;
+	/* Stuck for a quarter of the run, at most a second: not a slow op. */
+	n = ctl_hang_judge(getpid(), T / 4 < 1 ? T / 4 : 1, stalled, sizeof(stalled), victims,
+			   sizeof(victims));
+	if (!n && sv->hang_culprits)
+		return;
+	sv->hang_culprits = n;
+	memcpy(sv->stalled, stalled, sizeof(stalled));
+	memcpy(sv->victims, victims, sizeof(victims));
+}
+
 /* Reap, draw progress and enforce the deadline until every rank is gone. */
 static void supervise(struct supervisor *sv)
 {
@@ -400,6 +482,7 @@ static void supervise(struct supervisor *sv)
 		draw_progress(sv);
 		if (!sv->alive)
 			break;
+		watch_hang(sv, now);
 		if (interrupted || now >= sv->hard_deadline ||
 		    (sv->grace_until && now >= sv->grace_until)) {
 			stop_ranks(sv, now);
@@ -410,15 +493,34 @@ static void supervise(struct supervisor *sv)
 	run_progress_finish(&sv->prog);
 }
 
+/* A timeout with a culprit: "timeout after 10 s: rank 1 (pid 42) stalled: ..."
+ * (the first stalled rank; the others follow with the victims). */
+static void name_stalled(struct supervisor *sv)
+{
+	char *nl = strchr(sv->stalled, '\n');
+	size_t first = nl ? (size_t)(nl - sv->stalled) : strlen(sv->stalled);
+
+	snprintf(sv->msg, sizeof(sv->msg), "timeout after %g s: %.*s", sv->o->timeout_s,
+		 (int)first, sv->stalled);
+	memmove(sv->stalled, sv->stalled + first + (nl ? 1 : 0),
+		strlen(sv->stalled + first + (nl ? 1 : 0)) + 1);
+}
+
 /* The job's exit status, and sv->msg naming the culprit. */
 static int verdict(struct supervisor *sv)
 {
 	char what[96], death[400];
 	int code, st;
 
-	if (sv->first_bad < 0)
-		return !sv->msg[0] ? RUN_EXIT_OK
-				   : interrupted ? 128 + (int)interrupted : RUN_EXIT_TIMEOUT;
+	if (sv->first_bad < 0) {
+		if (!sv->msg[0])
+			return RUN_EXIT_OK;
+		if (interrupted)
+			return 128 + (int)interrupted;
+		if (sv->hang_culprits)
+			name_stalled(sv);
+		return RUN_EXIT_TIMEOUT;
+	}
 	st = sv->kids[sv->first_bad].status;
 	describe_ranks(what, sizeof(what), (uint32_t)sv->first_bad, sv->o->ranks_per_proc,
 		       sv->kids[sv->first_bad].pid);
@@ -430,6 +532,10 @@ static int verdict(struct supervisor *sv)
 	code = WEXITSTATUS(st);
 	if (code < RUN_EXIT_VERIFY || code > RUN_EXIT_FAILURE)
 		code = RUN_EXIT_FAILURE;
+	if (code == RUN_EXIT_TIMEOUT && sv->hang_culprits) {
+		name_stalled(sv);
+		return code;
+	}
 	snprintf(sv->msg, sizeof(sv->msg), "%s", sv->recs[sv->first_bad]->error[0]
 		 ? sv->recs[sv->first_bad]->error : "failed without a message");
 	return code;
@@ -437,15 +543,39 @@ static int verdict(struct supervisor *sv)
 
 /* The culprit's message, then other ranks' own view when it adds something
  * (e.g. who saw the death). */
+static void print_lines(const char *prefix, const char *lines)
+{
+	const char *nl;
+
+	for (; *lines; lines = nl + 1) {
+		nl = strchr(lines, '\n');
+		if (!nl) {
+			fprintf(stderr, "%s%s\n", prefix, lines);
+			return;
+		}
+		fprintf(stderr, "%s%.*s\n", prefix, (int)(nl - lines), lines);
+	}
+}
+
 static void print_errors(const struct supervisor *sv)
 {
 	if (!sv->msg[0])
 		return;
 	fprintf(stderr, "nproxy-run: %s\n", sv->msg);
+	if (sv->hang_culprits) {
+		print_lines("nproxy-run:   ", sv->stalled);
+		print_lines("nproxy-run:   ", sv->victims);
+	}
 	for (uint32_t p = 0; p < sv->P; p++) {
 		const struct child *k = &sv->kids[p];
 
-		if ((int)p != sv->first_bad && sv->recs[p]->error[0] && k->status != -1 &&
+		/* A judged timeout lists the victims: their "peer died" adds nothing. */
+		if (sv->hang_culprits && WIFEXITED(k->status) &&
+		    WEXITSTATUS(k->status) == RUN_EXIT_DEAD)
+			continue;
+		/* A judged timeout replaced the first failed rank's message: keep it. */
+		if (((int)p != sv->first_bad || sv->hang_culprits) && sv->recs[p]->error[0] &&
+		    k->status != -1 &&
 		    !(WIFEXITED(k->status) && WEXITSTATUS(k->status) == 0))
 			fprintf(stderr, "nproxy-run:   also: %s\n", sv->recs[p]->error);
 	}
@@ -468,6 +598,7 @@ static int run_forked(const struct run_opts *o)
 		 (unsigned long)time(NULL));
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
 	code = fork_ranks(&sv);
 	if (code)
 		return code;
@@ -492,6 +623,7 @@ int main(int argc, char **argv)
 	struct run_place place;
 	int code;
 
+	ctl_prog = "nproxy-run";
 	code = run_parse_opts(argc, argv, &o);
 	if (code)
 		return code;
@@ -503,9 +635,8 @@ int main(int argc, char **argv)
 		return code;
 	if (place.launched) {
 		if (o.procs_given) {
-			fprintf(stderr, "nproxy-run: --procs conflicts with the launcher (%s: rank %u of %u): the launcher starts the processes\n",
-				place.launcher, place.proc_rank, place.n_procs);
-			return RUN_EXIT_USAGE;
+			return run_usage_error("--procs conflicts with the launcher (%s: rank %u of %u): the launcher starts the processes",
+					       place.launcher, place.proc_rank, place.n_procs);
 		}
 		return run_launched(&o, &place);
 	}

@@ -114,6 +114,14 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o);
 const char *run_coll_name(enum run_collective c);
 void run_usage(FILE *f);
 
+/*
+ * run_usage_error.c: "nproxy-run: <msg>" and the --help hint on stderr,
+ * and with --json on the line (run_usage_error_scan) the same error as a
+ * JSON object on stdout.  Returns RUN_EXIT_USAGE.
+ */
+void run_usage_error_scan(int argc, char **argv);
+int run_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* run_fabric.c: "'shm', 'tcp;ofi_rxm', ..." (RDM + tagged), empty if none. */
 void run_list_providers(char *buf, size_t len);
 

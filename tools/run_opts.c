@@ -64,18 +64,7 @@ void run_usage(FILE *f)
 "5 setup/library failure, 128+N interrupted by signal N.  See nproxy-run(1).\n");
 }
 
-static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int bad(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "nproxy-run: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\nTry 'nproxy-run --help'.\n");
-	return RUN_EXIT_USAGE;
-}
+#define bad(...) run_usage_error(__VA_ARGS__)
 
 /* Every size to run: at least a byte, at most the cap (every rank holds the
  * whole result buffer and its inputs). */
@@ -274,6 +263,7 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 		.device_delay_us = 10, .timeout_s = 60,
 	};
 	cli_size_sweep(1ULL << 10, 1ULL << 20, 4, o->sizes, RUN_MAX_SIZES, &o->n_sizes, NULL, 0);
+	run_usage_error_scan(argc, argv);
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":p:r:c:s:n:w:b:e:f:tjqhV", longopts, NULL)) != -1) {
 		ret = u32_option(c, optarg, o, &handled);

@@ -362,9 +362,18 @@ static void json_row(struct json_writer *w, const struct size_row *row)
 /* The table's last rows and its footer. */
 static void report_text(const struct run_opts *o, const struct run_place *place,
 			struct run_table *table, struct run_proc_record **recs, uint32_t n_recs,
-			int exit_code)
+			int exit_code, const char *error)
 {
 	run_table_stream(table, o, place, recs, n_recs);
+	/* A log of a run stopped in its first size still says why. */
+	if (!table->rows_printed && exit_code) {
+		printf("# nproxy-run %s: %s stopped before its first size finished: %s (exit %d)\n",
+		       NPROXY_VERSION, run_coll_name(o->coll), exit_name(exit_code), exit_code);
+		if (error && *error)
+			printf("# %s\n", error);
+		fflush(stdout);
+		return;
+	}
 	if (!table->rows_printed)
 		return;
 	printf("# Out of bounds values : %u %s\n", table->wrong, table->wrong ? "FAILED" : "OK");
@@ -383,7 +392,7 @@ void run_report(const struct run_opts *o, const struct run_place *place,
 	struct json_writer w;
 
 	if (!o->json) {
-		report_text(o, place, table, recs, n_recs, exit_code);
+		report_text(o, place, table, recs, n_recs, exit_code, error);
 		return;
 	}
 	/* Rows for the sizes every process finished. */

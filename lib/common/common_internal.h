@@ -189,12 +189,18 @@ enum npx_env_found npx_env_u64(const char *name, uint64_t dflt, uint64_t min, ui
 			       uint64_t *out);
 /* 1/0, yes/no, true/false, on/off (any case). */
 enum npx_env_found npx_env_bool(const char *name, bool dflt, bool *out);
-/* The variable's text, NULL when unset or empty. */
+/* The defaults files' value of name (env_file.c), NULL when none gives one. */
+const char *npx_env_file_value(const char *name);
+/* Tests: drop what was read; the next lookup reads the files again.  No
+ * other thread may be looking a setting up meanwhile. */
+void npx_env_file_forget(void);
+/* The variable's text, else the defaults files' (env_file.c); NULL when
+ * unset or empty in both. */
 static inline const char *npx_env_text(const char *name)
 {
 	const char *v = getenv(name);
 
-	return v && *v ? v : NULL;
+	return v && *v ? v : npx_env_file_value(name);
 }
 
 /* The text as set, or dflt when unset or empty (inline: log.c uses it). */

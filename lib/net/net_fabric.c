@@ -174,34 +174,65 @@ static enum nproxy_status bring_up(struct nproxy_net *net)
 	return NPROXY_SUCCESS;
 }
 
+/*
+ * Ranks given different providers cannot reach each other (their names do
+ * not parse in the other's AV): the provider travels with the name, so
+ * every rank says so at once instead of one failing in fi_av_insert while
+ * the others wait for it.
+ */
+static bool providers_differ(struct nproxy_net *net, const char *all, const size_t *lens,
+			     const size_t *offs)
+{
+	for (uint32_t r = 0; r < net->n_ranks; r++) {
+		const char *prov = all + offs[r];
+		size_t plen = strnlen(prov, lens[r]);
+
+		if (plen == lens[r] || strcmp(prov, net->prov)) {
+			npx_net_set_err(net, "providers differ: rank %u uses '%.*s', rank %u (this one) uses '%s': every rank must use the same provider",
+					r, (int)plen, prov, net->rank, net->prov);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* "provider\0endpoint-name" of every rank; the names go into the AV. */
 static enum nproxy_status exchange_names(struct nproxy_net *net, struct net_xchg *x)
 {
 	size_t *lens = calloc(net->n_ranks, sizeof(size_t));
 	size_t *offs = calloc(net->n_ranks, sizeof(size_t));
-	char name[256];
-	size_t name_len = sizeof(name);
+	size_t prov_len = strlen(net->prov) + 1;
+	char blob[sizeof(net->prov) + 256];
+	size_t name_len = sizeof(blob) - prov_len;
 	enum nproxy_status st = NPROXY_RESOURCE;
 	void *all = NULL;
 	int rc;
 
 	if (!lens || !offs)
 		goto out;
-	rc = fi_getname(&net->ep->fid, name, &name_len);
+	memcpy(blob, net->prov, prov_len);
+	rc = fi_getname(&net->ep->fid, blob + prov_len, &name_len);
 	if (rc) {
 		st = fi_fail(net, "fi_getname", rc);
 		goto out;
 	}
-	st = npx_net_xchg_allgather(x, name, name_len, &all, lens, offs);
+	st = npx_net_xchg_allgather(x, blob, prov_len + name_len, &all, lens, offs);
 	if (st != NPROXY_SUCCESS) {
 		npx_net_set_err(net, "endpoint name exchange failed: %s: %s", nproxy_status_str(st),
 			    npx_net_xchg_strerror(x));
 		goto out;
 	}
+	if (providers_differ(net, all, lens, offs)) {
+		st = NPROXY_INVALID;
+		goto out;
+	}
 	for (uint32_t r = 0; r < net->n_ranks; r++) {
-		rc = fi_av_insert(net->av, (char *)all + offs[r], 1, &net->peers[r], 0, NULL);
+		size_t skip = strlen((char *)all + offs[r]) + 1;
+
+		rc = fi_av_insert(net->av, (char *)all + offs[r] + skip, 1, &net->peers[r], 0, NULL);
 		if (rc != 1) {
 			npx_net_set_err(net, "fi_av_insert of rank %u (%zu-byte name) failed: %s", r,
-				    lens[r], fi_strerror(rc < 0 ? -rc : FI_EINVAL));
+				    lens[r] - skip, fi_strerror(rc < 0 ? -rc : FI_EINVAL));
 			st = NPROXY_NET_ERROR;
 			goto out;
 		}

@@ -1,8 +1,10 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # The installed bash completion: nproxy-run completes its options (read from
-# its --help) and their values; nproxyctl its subcommands (from `nproxyctl
-# help`), sem's operations and a subcommand's options (from its --help).
+# its --help) and their values, --provider only the providers it can open
+# (fi_info's reliable-datagram tagged ones, tcp;ofi_rxm quoted, no psm2 or
+# hook providers); nproxyctl its subcommands (from `nproxyctl help`), sem's
+# operations and a subcommand's options (from its --help).
 . "${NPROXY_TOP:-$(dirname "$0")/../../..}/scripts/tap.sh"
 top=${NPROXY_TOP:-$(cd "$(dirname "$0")/../../.." && pwd -P)}
 build=${NPROXY_BUILD:-$top/build}
@@ -22,13 +24,32 @@ complete_line() {
 		echo "${COMPREPLY[*]}"' _ "$file" "$@"
 }
 
-tap_plan 5
+tap_plan 7
 out=$(BIN=$build/bin/nproxy-run complete_line "$top/dist/nproxy-run.bash-completion" nproxy-run --hand)
 if [[ $out == "--handshake" ]]; then tap_ok "nproxy-run --hand<TAB>: --handshake"
 else tap_fail "nproxy-run --hand<TAB>" "got: $out"; fi
 out=$(BIN=$build/bin/nproxy-run complete_line "$top/dist/nproxy-run.bash-completion" nproxy-run --handshake "")
 if [[ $out == "auto kmod memfd" ]]; then tap_ok "nproxy-run --handshake <TAB>: auto kmod memfd"
 else tap_fail "nproxy-run --handshake <TAB>" "got: $out"; fi
+# A host whose libfabric lists psm2 and hook providers it cannot open for
+# nproxy-run: a stand-in fi_info answering as libfabric 1.17 does here.
+fake=$(mktemp -d "${TMPDIR:-/tmp}/nproxy-compl.XXXXXX") || tap_skip_all "no temp dir"
+trap 'rm -rf "$fake"' EXIT
+cat >"$fake/fi_info" <<'SH'
+#!/bin/sh
+case " $* " in
+*" -t FI_EP_RDM "*) printf 'provider: tcp;ofi_rxm\n    fabric: 127.0.0.0/8\nprovider: shm\n    fabric: shm\nprovider: tcp;ofi_rxm\n' ;;
+*) printf 'psm2:\n    version: 117.0\nshm:\n    version: 117.0\ntcp:\n    version: 117.0\nofi_rxm:\n    version: 117.0\nofi_hook_perf:\n    version: 117.0\n' ;;
+esac
+SH
+chmod +x "$fake/fi_info"
+out=$(PATH=$fake:$PATH BIN=$build/bin/nproxy-run complete_line "$top/dist/nproxy-run.bash-completion" nproxy-run --provider "")
+if [[ $out == 'shm tcp\;ofi_rxm' ]]; then tap_ok "nproxy-run --provider <TAB>: shm tcp\;ofi_rxm (no psm2, no hook providers)"
+else tap_fail "nproxy-run --provider <TAB>: what nproxy-run accepts" "got: $out"; fi
+out=$(PATH=$fake:$PATH BIN=$build/bin/nproxy-run complete_line "$top/dist/nproxy-run.bash-completion" nproxy-run --provider t)
+if [[ $out == 'tcp\;ofi_rxm' ]]; then tap_ok "nproxy-run --provider t<TAB>: tcp\;ofi_rxm"
+else tap_fail "nproxy-run --provider t<TAB>" "got: $out"; fi
+
 out=$(BIN=$build/bin/nproxyctl complete_line "$top/dist/nproxyctl.bash-completion" nproxyctl s)
 if [[ $out == "sem shm-sweep state stats" ]]; then tap_ok "nproxyctl s<TAB>: sem shm-sweep state stats"
 else tap_fail "nproxyctl s<TAB>" "got: $out"; fi

@@ -4,7 +4,8 @@
 # (dpkg-buildpackage -us -uc -b): the four packages come out, lintian finds
 # no error, and, unpacked into an empty root, the installed nproxy-run runs
 # a 2-rank job, pkg-config finds the installed library and an outside
-# program builds and runs against it.
+# program builds and runs against it, and the packaged examples build with
+# their own Makefile where libnproxy-dev puts them and run.
 . "${NPROXY_TOP:-$(dirname "$0")/../../..}/scripts/tap.sh"
 top=${NPROXY_TOP:-$(cd "$(dirname "$0")/../../.." && pwd -P)}
 tap_require_cmd dpkg-buildpackage dpkg-deb dh dh_dkms pkg-config cc timeout
@@ -17,7 +18,7 @@ version=$(cat "$top/VERSION")
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
 arch=$(dpkg --print-architecture)
 
-tap_plan 6
+tap_plan 7
 
 # The sources only (what a clone has), never the build trees.
 mkdir -p "$work/nproxy"
@@ -96,6 +97,35 @@ if [[ $got == "$version" ]] &&
 	tap_ok "pkg-config --modversion libnproxy: $got; an outside program runs on the packaged library"
 else
 	tap_fail "pkg-config and an outside program on the packaged library" "modversion: $got" "$(cat "$work/cc.log")" "output: $out"
+fi
+
+# The examples as libnproxy-dev ships them (dh_compress must leave them
+# alone): their Makefile, pkg-config on the unpacked root, then a run of
+# device_trigger and of collective as two ranks.
+ex=$work/examples
+cp -r "$root/usr/share/doc/nproxy/examples" "$ex"
+ok=1
+if "${pc[@]}" --exists libnproxy &&
+   "${pc[@]:0:3}" make --no-print-directory -C "$ex" >"$work/examples.log" 2>&1; then
+	LD_LIBRARY_PATH=$root/usr/lib/$multiarch NPROXY_HANDSHAKE=memfd timeout 120 "$ex/device_trigger" \
+		>>"$work/examples.log" 2>&1 || ok=0
+	job=debs-$$-$RANDOM
+	pids=()
+	for r in 0 1; do
+		LD_LIBRARY_PATH=$root/usr/lib/$multiarch FI_PROVIDER=shm NPROXY_HANDSHAKE=memfd \
+			timeout 120 "$ex/collective" "$r" 2 "$job" >"$work/collective.$r" 2>&1 &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do wait "$p" || ok=0; done
+	grep -q ': ok$' "$work/collective.0" && grep -q ': ok$' "$work/collective.1" || ok=0
+else
+	ok=0
+fi
+if ((ok)); then
+	tap_ok "the packaged examples build with their Makefile and run (device_trigger, collective x 2)"
+else
+	tap_fail "the packaged examples build and run" "$(ls -l "$ex")" "$(cat "$work/examples.log")" \
+		"$(cat "$work/collective.0" "$work/collective.1" 2>/dev/null)"
 fi
 
 out=$("$root/usr/sbin/nproxyctl" --version 2>&1)

@@ -5,6 +5,9 @@
 # Each dkms run uses its own dkms/source/install trees under a temp dir and
 # only builds (never installs into /lib/modules).  dkms itself creates its
 # module-signing key in /var/lib/dkms on first use, as on any dkms host.
+# The dkms-src tree holds only what the module build needs, and the dkms
+# commands the README and dkms.conf give work from /usr/src, not from a
+# path (dkms would copy the whole checkout, build trees included).
 . "${NPROXY_TOP:-$(dirname "$0")/../../..}/scripts/tap.sh"
 top=${NPROXY_TOP:-$(cd "$(dirname "$0")/../../.." && pwd -P)}
 version=$(cat "$top/VERSION")
@@ -12,7 +15,7 @@ version=$(cat "$top/VERSION")
 work=$(mktemp -d "${TMPDIR:-/tmp}/nproxy-dkms.XXXXXX") || tap_skip_all "cannot create a temp dir"
 trap 'rm -rf "$work"' EXIT
 
-tap_plan 5
+tap_plan 7
 
 conf_version=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"$/\1/p' "$top/dkms.conf")
 if [[ $conf_version == "$version" ]] && ! grep -q '@[A-Z_]*@' "$top/dkms.conf"; then
@@ -30,6 +33,25 @@ if make -s --no-print-directory -C "$top/kmod" dkms-src DESTDIR="$work/root" >"$
 else
 	tap_fail "make -C kmod dkms-src lays out /usr/src/nproxy-$version as the checkout" \
 		"$(cat "$work/src.log")" "$(cd "$work/root" 2>/dev/null && find . | head -n 30)"
+fi
+
+# Only the module build's files: no build tree, objects or editor leftovers.
+extra=$(cd "$src" 2>/dev/null && find . -type f ! -name dkms.conf ! -name VERSION \
+	! -path ./include/uapi/linux/nproxy.h ! -regex '\./kmod/\(Kbuild\|Makefile\|[a-z_]*\.[ch]\)' | sort)
+if [[ -d $src && -z $extra ]] && ! find "$src" -name '*.mod.c' | grep -q .; then
+	tap_ok "the dkms source tree holds only dkms.conf, VERSION, kmod/ sources and the uapi header"
+else
+	tap_fail "the dkms source tree holds only what the module build needs" "extra: $extra"
+fi
+
+# "dkms add/install <path>" (., kmod/, /...) copies that tree into /usr/src.
+bad=$(grep -nE 'dkms +(add|install)[^|&;#]* (\.|\./|kmod/?|/[^ ]*)( |$)' "$top/README.md" "$top/dkms.conf" |
+	grep -v 'would copy\|works too')
+if [[ -z $bad ]] && grep -q 'make -C kmod dkms-src' "$top/README.md" &&
+   grep -q 'dkms install nproxy/' "$top/README.md" && grep -q 'rm -r /usr/src/nproxy-' "$top/README.md"; then
+	tap_ok "README and dkms.conf: dkms-src, then dkms add/install nproxy/<version>; removal takes /usr/src's copy too"
+else
+	tap_fail "README and dkms.conf give dkms commands that work from /usr/src" "install from a path:" "$bad"
 fi
 
 kver=

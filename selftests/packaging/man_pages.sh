@@ -4,7 +4,8 @@
 # install DESTDIR=...`, each function symbol of libnproxy.so (nm -D) resolves
 # under the installed man tree to a page, directly or through a one-line
 # ".so" alias, whose SYNOPSIS names the function and which has a RETURN
-# VALUE section; `make uninstall` takes the aliases back.
+# VALUE section; `make uninstall` takes the aliases back.  Every page of a
+# section carries the same source and manual in its .TH line.
 . "${NPROXY_TOP:-$(dirname "$0")/../../..}/scripts/tap.sh"
 top=${NPROXY_TOP:-$(cd "$(dirname "$0")/../../.." && pwd -P)}
 build=${NPROXY_BUILD:-$top/build}
@@ -23,7 +24,23 @@ mandir=$root/usr/share/man
 mapfile -t funcs < <(nm -D --defined-only "$lib" | awk '$2 == "T" { sub(/@.*/, "", $3); print $3 }' | sort -u)
 ((${#funcs[@]} > 10)) || tap_skip_all "nm -D found only ${#funcs[@]} functions in $lib: the scan is broken"
 
-tap_plan 6
+tap_plan 7
+
+# .TH TITLE SECTION DATE SOURCE MANUAL: one SOURCE and MANUAL per section.
+mixed=
+for sec in 1 3 4 8; do
+	titles=$(for f in "$top"/Documentation/man/*."$sec"; do
+		[[ -e $f ]] || continue
+		sed -n 's/^\.TH [^ ]* [^ ]* [^ ]* \(.*\)$/\1/p' "$f" | head -n 1
+	done | sort -u)
+	(($(grep -c . <<<"$titles") <= 1)) || mixed+=" section $sec: $(tr '\n' '|' <<<"$titles")"
+done
+if [[ -z $mixed ]]; then
+	tap_ok "each section's pages share the .TH source and manual"
+else
+	tap_fail "each section's pages share the .TH source and manual" "$mixed" \
+		"$(grep -H '^\.TH' "$top"/Documentation/man/*)"
+fi
 
 if make -s --no-print-directory -C "$top" install DESTDIR="$root" PREFIX=/usr >"$work/install.log" 2>&1; then
 	tap_ok "make install DESTDIR=... PREFIX=/usr"

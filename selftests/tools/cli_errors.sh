@@ -91,6 +91,29 @@ expect "ctl: help" 0 "nproxyctl help \\[COMMAND\\]" "$CTL" help
 expect "ctl: sem --help is sem's" 0 "^Usage: nproxyctl \\[--json\\] sem get REGION SEM" "$CTL" sem --help
 expect "ctl: help watch" 0 "^Usage: nproxyctl \\[--json\\] watch \\[--count N\\]" "$CTL" help watch
 expect "ctl: help of an unknown command" 2 "unknown command 'frob'" "$CTL" help frob
+# expect_json DESC REGEX CMD...: CMD exits 2, its stdout alone is one line matching REGEX.
+expect_json() {
+	local desc=$1 re=$2 out rc
+	shift 2
+	out=$(env -u NPROXY_RANK -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID -u PMIX_RANK \
+		timeout 60 "$@" 2>/dev/null)
+	rc=$?
+	if ((rc == 2)) && [[ $(wc -l <<<"$out") == 1 ]] && grep -Eq -- "$re" <<<"$out"; then
+		tap_ok "$desc"
+	else
+		tap_fail "$desc" "command: $*" "exit $rc (want 2), stdout must be one line matching /$re/:" "$out"
+	fi
+}
+expect_json "run: --json bad value is JSON on stdout" \
+	'^\{"tool":"nproxy-run","status":"usage-error","exit_code":2,"error":"--procs: .0. is not 1\.\.64"\}$' \
+	"$RUN" --json --procs 0
+expect_json "run: --json after the mistake, unknown option" \
+	'^\{"tool":"nproxy-run","status":"usage-error","exit_code":2,"error":"unknown option .--bogus."\}$' \
+	"$RUN" --bogus --json
+expect_json "run: -qj, one rank in all" \
+	'^\{"tool":"nproxy-run","status":"usage-error","exit_code":2,"error":"allgather needs at least 2 ranks' \
+	"$RUN" -qj --procs 1
+expect "run: without --json the error is text" 2 "^nproxy-run: --procs: '0'" "$RUN" --procs 0
 expect "ctl: --json usage error is JSON" 2 '^\{"status":"usage-error","error":"unknown command .frob."\}$' "$CTL" --json frob
 expect "ctl: --json unknown option is JSON" 2 '^\{"status":"usage-error","error":"unknown option' "$CTL" --json --bogus
 expect "ctl: --version says whether a module is loaded" 0 "^module: " "$CTL" --version
