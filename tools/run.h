@@ -126,8 +126,8 @@ int run_detect_launcher(struct run_place *place);
 /* run_pmix.c */
 enum run_pmix_result {
 	RUN_PMIX_OK,		/* place filled (root too when n_procs > 1) */
-	RUN_PMIX_UNAVAILABLE,	/* no libpmix or no server answering: why says which */
-	RUN_PMIX_FAILED,	/* the server answered, then a query failed: why */
+	RUN_PMIX_UNAVAILABLE,	/* libpmix cannot be loaded: why */
+	RUN_PMIX_FAILED,	/* no server answers, or a query failed: why */
 };
 /* PMIX_NAMESPACE, PMIX_RANK and a server URI: a PMIx server started us. */
 bool run_pmix_server_here(void);

@@ -316,8 +316,12 @@ int run_pmix_place(struct run_place *p, char *why, size_t why_len)
 	memset(&me, 0, sizeof(me));
 	rc = api.init(&me, NULL, 0);
 	if (rc != PMIX_SUCCESS) {
-		snprintf(why, why_len, "PMIx_Init: %s", api.error_string(rc));
-		return RUN_PMIX_UNAVAILABLE;
+		/* Not a fallback to the environment: a failed PMIx_Init may leave
+		 * libpmix's progress thread behind, and self-fork mode must not
+		 * fork a process with a foreign thread in it. */
+		snprintf(why, why_len, "PMIx_Init: %s: no PMIx server answers at the PMIX_SERVER_URI* address (PMIX_NAMESPACE=%s: variables left from another job? unset them, or start nproxy-run with mpirun or srun --mpi=pmix)",
+			 api.error_string(rc), getenv("PMIX_NAMESPACE"));
+		return RUN_PMIX_FAILED;
 	}
 	err = query(&api, &me, p, why, why_len);
 	/* Finalize on every path: a launcher reports a client that exits

@@ -7,9 +7,10 @@
 # process, no address to exchange).  The
 # local processes name their bus after the exchanged root address, so a
 # verified 4-process run also shows every rank received the same address.
-# Without a usable PMIx server (stale PMIX_* variables) nproxy-run says so
-# and falls back to the environment; a Slurm batch script outside srun, which
-# inherits SLURM_PROCID/SLURM_NTASKS, is not a launched rank.
+# PMIX_* variables naming a server that does not answer are an error; without
+# libpmix nproxy-run says so and reads the launcher's environment; a Slurm
+# batch script outside srun, which inherits SLURM_PROCID/SLURM_NTASKS, is not
+# a launched rank.
 . "${NPROXY_TOP:-${NPROXY_BUILD:-$(dirname "$0")/../..}/..}/scripts/tap.sh"
 tap_use_build nproxy-run
 tap_require_cmd python3 timeout
@@ -30,7 +31,7 @@ json_check() {
 	python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(0 if eval(sys.argv[2]) else 1)' "$1" "$2" 2>/dev/null
 }
 
-tap_plan 6
+tap_plan 7
 
 # ---- Open MPI's mpirun: PMIx server in the launcher
 if ! command -v mpirun >/dev/null; then
@@ -78,16 +79,30 @@ else
 	fi
 fi
 
-# ---- PMIX_* variables whose server is gone: said, then the environment path
+# ---- PMIX_* variables whose server is gone: a clear error, no fork
+# (a failed PMIx_Init may leave libpmix's thread behind)
 "${clean[@]}" PMIX_NAMESPACE=stale.1 PMIX_RANK=0 'PMIX_SERVER_URI41=stale.0;tcp4://127.0.0.1:1' \
-	timeout 60 "$RUN" --procs 2 --size 4K --iters 2 --warmup 1 --json --timeout 30 \
+	timeout 60 "$RUN" --procs 2 --size 4K --iters 2 --warmup 1 --timeout 30 \
 	>"$tmp/stale" 2>"$tmp/stale.err"
 rc=$?
-if ((rc == 0)) && grep -q "PMIx cannot be used" "$tmp/stale.err" &&
-   json_check "$tmp/stale" 'd["launcher"] == "self" and d["world_size"] == 2'; then
-	tap_ok "stale PMIx variables: named on stderr, self-fork run instead"
+if ((rc == 5)) && grep -q "PMIx_Init: .*no PMIx server answers.*PMIX_NAMESPACE=stale.1" "$tmp/stale.err" &&
+   [[ ! -s $tmp/stale ]]; then
+	tap_ok "stale PMIx variables: exit 5 naming PMIx_Init and the namespace, nothing run"
 else
-	tap_fail "stale PMIx variables" "exit $rc" "$(cat "$tmp/stale" "$tmp/stale.err")"
+	tap_fail "stale PMIx variables" "exit $rc (want 5)" "$(cat "$tmp/stale" "$tmp/stale.err")"
+fi
+
+# ---- PMIx variables but no libpmix: said, then the launcher's environment
+"${clean[@]}" NPROXY_PMIX_LIB=/nonexistent/libpmix.so.2 PMIX_NAMESPACE=x.1 PMIX_RANK=0 \
+	'PMIX_SERVER_URI41=x.0;tcp4://127.0.0.1:1' OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=1 \
+	timeout 60 "$RUN" --ranks-per-proc 2 --size 4K --iters 2 --warmup 1 --json --timeout 30 \
+	>"$tmp/nolib" 2>"$tmp/nolib.err"
+rc=$?
+if ((rc == 0)) && grep -q "cannot load /nonexistent/libpmix.so.2" "$tmp/nolib.err" &&
+   json_check "$tmp/nolib" 'd["launcher"] == "openmpi" and d["world_size"] == 2'; then
+	tap_ok "no libpmix: said on stderr, Open MPI's variables used instead"
+else
+	tap_fail "no libpmix: fallback to the environment" "exit $rc" "$(cat "$tmp/nolib" "$tmp/nolib.err")"
 fi
 
 # ---- a Slurm batch script outside srun: no step, no PMIx server
