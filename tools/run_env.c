@@ -126,7 +126,8 @@ int run_detect_launcher(struct run_place *p)
 				return RUN_EXIT_USAGE;
 			continue;
 		}
-		/* Slurm before 20.11 names the step's size SLURM_NTASKS only. */
+		/* SLURM_STEP_NUM_TASKS is the step's size; SLURM_NTASKS (the
+		 * job's, the same unless the step asked for fewer) if it is missing. */
 		if (!env_u32(l->size, &size, &bad) && !bad &&
 		    (strcmp(l->name, "slurm") != 0 || !env_u32("SLURM_NTASKS", &size, &bad))) {
 			if (!bad) {
@@ -160,7 +161,7 @@ int run_detect_launcher(struct run_place *p)
 		if (size > 1 && !p->root) {
 			fprintf(stderr, "nproxy-run: started by %s as rank %u of %u, but NPROXY_ROOT_COMM_ID (host:port of rank 0) is not set%s\n",
 				l->name, rank, size,
-				strcmp(l->name, "nproxy") ? " and no PMIx server answered (mpirun and srun --mpi=pmix provide one)" : "");
+				strcmp(l->name, "nproxy") ? " and no PMIx server is at hand (mpirun and srun --mpi=pmix provide one; nproxy-run loads libpmix.so.2 to use it)" : "");
 			return RUN_EXIT_USAGE;
 		}
 		name_job(p);
