@@ -11,7 +11,8 @@
 #     the whole result buffer, each rank contributes size/P; allreduce of
 #     size/4 uint32 with MPI_SUM), nproxy-run at device delay 0 and at its
 #     default device delay (asked from nproxy-run itself); MPI has no device,
-#     so its columns are the same for both delays.  An iteration's time is
+#     so at a device delay D its figures are MPI's own + D (the device's
+#     step, once per collective): the ratio compares like with like.  An iteration's time is
 #     the slowest rank's, barrier before each iteration outside the timing;
 #     median and p99 (nearest rank: with fewer than 100 iterations p99 is the
 #     maximum); busbw as nccl-tests; ratio = nproxy median / MPI median
@@ -26,7 +27,9 @@
 #   QUICK=1 bench/coll_run.sh    1 round, ITERS=10, sizes up to 4M (well under a minute)
 # Under bench/run (BENCH_RECORDS set, bench/record.sh) it also records every
 # per-round figure for the report: latency and bus bandwidth per collective,
-# nproxy-run (each device delay) and Open MPI, paired by rank count.
+# nproxy-run (each device delay) and Open MPI (+ that delay), paired by rank
+# count and delay.  A round (MPI, then nproxy-run at each delay) taken under
+# heavy steal is run once more (bench/record.sh, steal_round).
 # Environment: ITERS, WARMUP, ROUNDS override the above; MPI_BIND=core|none|
 # socket forces mpirun's --bind-to (default: Open MPI's own policy, printed);
 # NPROXY_BUILD: build tree (default <top>/build); NPROXY_RUN: the nproxy-run to
@@ -56,6 +59,7 @@ SIZES=1K,64K,1M,4M,16M
 WAIT_DELAY_US=200000	# section 2: the "device takes 200 ms" job
 
 [[ -x $nprun ]] || { echo "coll_run: $nprun missing (make -j2 all)" >&2; exit 1; }
+. "$here/record.sh"	# steal_round; records only under bench/run (BENCH_RECORDS)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 rec=$tmp/records	# one line per (run, size): see add_np / add_mpi
@@ -210,13 +214,23 @@ esac
 start=$(date +%s)
 echo "# coll_run: $ROUNDS round(s), $ITERS timed iterations after $WARMUP warm-up per size, sizes $SIZES," \
 	"device delay ${DELAYS[*]} us; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+# coll_round RANKS COLL ROUND: MPI then nproxy-run at each delay; drops what
+# an earlier attempt of the same round recorded (steal_round re-runs a round
+# taken under heavy steal).
+coll_round() {
+	local p=$1 c=$2 r=$3 d
+	awk -v p="$p" -v c="$c" -v r="$r" '!($2 == p && $3 == c && $5 == r)' "$rec" >"$rec.keep"
+	mv "$rec.keep" "$rec"
+	((have_mpi)) && run_mpi "$p" "$c" "$r"
+	for d in "${DELAYS[@]}"; do
+		run_np "$p" "$c" "$d" "$r"
+	done
+	return 0
+}
 for p in "${RANKS[@]}"; do
 	for c in "${COLLS[@]}"; do
 		for ((r = 1; r <= ROUNDS; r++)); do
-			((have_mpi)) && run_mpi "$p" "$c" "$r"
-			for d in "${DELAYS[@]}"; do
-				run_np "$p" "$c" "$d" "$r"
-			done
+			steal_round "coll $p ranks $c round $r" coll_round "$p" "$c" "$r"
 		done
 	done
 done
@@ -277,13 +291,15 @@ def label(b):
         return "%dK" % (b >> 10)
     return str(b)
 
-def agg(impl, p, c, d, i):
-    """median over rounds of the medians and of the p99s, CPU s per op, spread, bytes"""
+def agg(impl, p, c, d, i, add_us=0.0):
+    """median over rounds of the medians and of the p99s, CPU s per op, spread, bytes;
+    add_us: a device delay added to every MPI figure (MPI has no device)"""
     if (impl, p, c, d) in failed:
         return "FAILED"
     v = runs.get((impl, p, c, d, i))
     if not v:
         return "FAILED" if impl == "np" or have_mpi else None
+    v = [(x[0], x[1], x[2] + add_us, x[3] + add_us, x[4], x[5]) for x in v]
     meds = [x[2] for x in v]
     cpu = sum(x[4] for x in v)
     iters = sum(x[1] for x in v)
@@ -334,7 +350,7 @@ for p in sorted({r[1] for r in recs}, key=int):
             sp = []
             for i, s in enumerate(sizes):
                 n = agg("np", p, c, d, i)
-                m = agg("mpi", p, c, "-", i)
+                m = agg("mpi", p, c, "-", i, float(d))
                 P = int(p)
                 cells = [p, c, s, d]
                 if isinstance(n, dict):
@@ -377,7 +393,8 @@ print("# np = nproxy-run, mpi = Open MPI (btl self,vader), both on this host in 
 print("#   time is the slowest rank's (barrier before it, untimed); med/p99 = nearest-rank quantiles over")
 print("#   the iterations (p99 is the maximum below 100 iterations); busbw = size/med x (P-1)/P for")
 print("#   allgather, x 2(P-1)/P for allreduce (nccl-tests); np/mpi = ratio of the medians: lower is")
-print("#   better, < 1 means nproxy is faster.  MPI has no device: its columns repeat for each delay.")
+print("#   better, < 1 means nproxy is faster.  MPI has no device: at a device delay D its columns")
+print("#   are MPI's own figures + D (one device step per collective), so np/mpi compares like with like.")
 print("# cpu = CPU time of all the job's processes (every thread) during the timed operations, per")
 print("#   operation; about ranks x med when every rank is busy the whole time.")
 if any(math.isnan(x[4]) for k, v in runs.items() if k[0] == "np" for x in v):

@@ -16,7 +16,10 @@
 #   bench/net_run.sh [providers...]     default: shm "tcp;ofi_rxm"
 # QUICK=1: three sizes (64 B, 64 KiB, 1 MiB).  ROUNDS (default 1):
 # rounds of fi_pingpong, proxy path, engine, interleaved per provider; the
-# table shows the last round.  Under bench/run (BENCH_RECORDS set) every
+# table shows the last round.  fi_pingpong's server and client run pinned
+# to two different CPUs; a figure that still looks starved (see
+# starved_baseline) is printed and flagged in the report.  A round taken
+# under heavy steal is run once more (bench/record.sh, steal_round).  Under bench/run (BENCH_RECORDS set) every
 # round's figures go to the report (bench/record.sh).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -43,18 +46,33 @@ iters_for() {	# same formula as net_pingpong: <= 512 MiB per direction, 20..2000
 	echo $n
 }
 
+# fi_pingpong busy-polls its completion queue in both processes: on a
+# small machine two pollers sharing one CPU take turns a time slice at a
+# time and the "latency" is the scheduler's.  Pin server and client to two
+# different CPUs this process may use; with fewer than two there is no fair
+# placement and every fi_pingpong figure is flagged in the report.
+mapfile -t cpus < <(python3 -c 'import os; print("\n".join(map(str, sorted(os.sched_getaffinity(0)))))' 2>/dev/null)
+if ((${#cpus[@]} >= 2)) && command -v taskset >/dev/null; then
+	pin_srv=(taskset -c "${cpus[0]}") pin_cli=(taskset -c "${cpus[1]}")
+	pinning="fi_pingpong server on CPU ${cpus[0]}, client on CPU ${cpus[1]} (taskset)"
+else
+	pin_srv=() pin_cli=()
+	pinning="fi_pingpong not pinned (${#cpus[@]} usable CPU(s) or no taskset): its figures are flagged"
+fi
+rec_meta net_pinning "$pinning"
+
 # fi_pingpong PROVIDER SIZE -> "usec MBps" (client side)
 fi_pp() {
 	local prov=$1 size=$2 iters port out
 	iters=$(iters_for "$size")
 	port=$((30000 + RANDOM % 20000))
-	timeout 120 fi_pingpong -p "$prov" -e rdm -I "$iters" -S "$size" -B "$port" \
+	timeout 120 "${pin_srv[@]}" fi_pingpong -p "$prov" -e rdm -I "$iters" -S "$size" -B "$port" \
 		>"$tmp/srv" 2>&1 &
 	local spid=$!
 	for try in 1 2 3 4 5 6 7 8 9 10; do	# the server may be slow to listen
 		if ((try == 1)); then sleep 0.1; else sleep 0.3; fi
-		out=$(timeout 120 fi_pingpong -p "$prov" -e rdm -I "$iters" -S "$size" -P "$port" \
-			127.0.0.1 2>&1) && break
+		out=$(timeout 120 "${pin_cli[@]}" fi_pingpong -p "$prov" -e rdm -I "$iters" -S "$size" \
+			-P "$port" 127.0.0.1 2>&1) && break
 	done
 	kill "$spid" 2>/dev/null
 	wait $spid 2>/dev/null
@@ -77,6 +95,41 @@ np_pp() {
 		awk '$1 ~ /^[0-9]+$/ { print $1, $2, $3 }'
 }
 
+# starved_baseline: reads "size fi_usec engine_usec" lines (ascending size)
+# and prints "size reason" for each fi_pingpong figure that cannot be a
+# fair ping-pong: slower than twice its own figure at a larger size (a
+# ping-pong's latency grows with the size), or more than 10x nproxy's
+# engine alone on the same provider (the same libfabric calls, with no
+# proxy on top).  Either means the pair was waiting for a CPU.
+starved_baseline() {
+	awk '{ s[NR] = $1; f[NR] = $2; e[NR] = $3 }
+	END {
+		for (i = 1; i <= NR; i++) {
+			if (f[i] !~ /^[0-9.]+$/) continue
+			why = ""
+			for (j = i + 1; j <= NR; j++)
+				if (f[j] ~ /^[0-9.]+$/ && f[i] > 2 * f[j]) {
+					why = sprintf("%s us at %s B > 2 x %s us at %s B", f[i], s[i], f[j], s[j]); break
+				}
+			if (why == "" && e[i] ~ /^[0-9.]+$/ && e[i] > 0 && f[i] > 10 * e[i])
+				why = sprintf("%s us > 10 x the engine alone (%s us)", f[i], e[i])
+			if (why != "") print s[i], "starved baseline: " why
+		}
+	}'
+}
+
+# measure PROVIDER: one round -- fi_pingpong at every size, then the proxy
+# path, then the engine alone -- into $tmp (nothing recorded yet: a round
+# refused for heavy steal runs again).
+measure() {
+	local prov=$1 size
+	for size in "${sizes[@]}"; do
+		fi_pp "$prov" "$size" >"$tmp/fi.$size"
+	done
+	np_pp proxy "$prov" >"$tmp/proxy"
+	np_pp engine "$prov" >"$tmp/engine"
+}
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a > 0) printf "%.2f", a / b; else printf "n/a" }'; }
 
 printf '%-12s %8s | %10s %10s %6s %10s %6s | %10s %10s %6s %10s %6s\n' \
@@ -88,12 +141,26 @@ for prov in "${providers[@]}"; do
 	rec_table "${id/lat/bw}" "Bandwidth vs size, provider $prov: proxy path, engine alone, fi_pingpong" \
 		"message size (bytes)" "MB/s (2 x iterations x size / time)" higher log
 	rec_note "$id" "Per round: fi_pingpong at every size, then net_pingpong --mode proxy, then --mode engine; same provider, sizes and iteration counts (<= 512 MiB per direction, 20..2000). Ratio = nproxy / fi_pingpong (target: <= 1.10 for small messages on shm)."
+	rec_note "$id" "fi_pingpong placement: $pinning. A fi_pingpong figure more than twice its own at a larger size, or more than 10x the engine alone, is flagged as a starved baseline (its ratio then says more about the CPUs than about nproxy)."
 	for ((r = 1; r <= ROUNDS; r++)); do
+		steal_round "net $prov round $r" measure "$prov"
+		: >"$tmp/starved"
 		for size in "${sizes[@]}"; do
-			fi_pp "$prov" "$size" >"$tmp/fi.$size"
-		done
-		np_pp proxy "$prov" >"$tmp/proxy"
-		np_pp engine "$prov" >"$tmp/engine"
+			read -r fu _ <"$tmp/fi.$size"
+			printf '%s %s %s\n' "$size" "$fu" \
+				"$(awk -v s="$size" '$1 == s { print $2 }' "$tmp/engine")"
+		done | starved_baseline >"$tmp/starved"
+		if ((${#pin_srv[@]} == 0)); then
+			for size in "${sizes[@]}"; do
+				grep -q "^$size " "$tmp/starved" ||
+					echo "$size starved baseline: client and server not on separate CPUs" >>"$tmp/starved"
+			done
+		fi
+		while read -r size why; do
+			rec_flag "$id" fi_pingpong "$size" "$r" "$why"
+			rec_flag "${id/lat/bw}" fi_pingpong "$size" "$r" "$why"
+			((r == ROUNDS)) && echo "# $prov $size B: fi_pingpong $why"
+		done <"$tmp/starved"
 		for size in "${sizes[@]}"; do
 			read -r fu fb <"$tmp/fi.$size"
 			read -r _ pu pb < <(awk -v s="$size" '$1 == s' "$tmp/proxy")
@@ -112,4 +179,5 @@ for prov in "${providers[@]}"; do
 		done
 	done
 done
+echo "# $pinning"
 echo "# load average: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"

@@ -4,7 +4,10 @@
 # report.py: turn the record files the benchmark groups wrote (one
 # RAW_DIR/<group>.tsv each, format in bench/record.sh) into
 #   OUT_DIR/report.md     one table per benchmark: figure, baseline, ratio,
-#                         median, p99, rounds, spread
+#                         median, p99, rounds, spread; flagged figures (a
+#                         starved baseline) say so beside their series; the
+#                         steal time of every round, and which were refused
+#                         (run again) or invalid
 #   OUT_DIR/results.json  every number, the per-round values included, and
 #                         the run's provenance (commit, date, kernel, CPUs,
 #                         load average before and after, provider, libfabric)
@@ -29,7 +32,7 @@ import sys
 
 
 def parse(raw_dir):
-    tables, order, meta, groups = {}, [], {}, {}
+    tables, order, meta, groups, steal = {}, [], {}, {}, []
     for path in sorted(glob.glob(os.path.join(raw_dir, "*.tsv"))):
         for lineno, line in enumerate(open(path, encoding="utf-8"), 1):
             line = line.rstrip("\n")
@@ -44,7 +47,7 @@ def parse(raw_dir):
                     order.append(tid)
                     tables[tid] = dict(id=tid, title=f[2], xlabel=f[3], ylabel=f[4],
                                        better=f[5], xscale=f[6], group=f[7],
-                                       samples=[], notes=[])
+                                       samples=[], notes=[], flags=[])
             elif kind == "sample" and len(f) >= 9:
                 t = tables.get(f[1])
                 if t is None:
@@ -58,13 +61,21 @@ def parse(raw_dir):
                     tables[f[1]]["notes"].append(f[2])
             elif kind == "meta" and len(f) >= 3:
                 meta[f[1]] = f[2]
+            elif kind == "flag" and len(f) >= 6:
+                t = tables.get(f[1])
+                if t is None:
+                    raise ValueError("%s: flag for undeclared table %s" % (where, f[1]))
+                t["flags"].append(dict(series=f[2], x=f[3], round=int(f[4]), text=f[5]))
+            elif kind == "steal" and len(f) >= 5:
+                # steal GROUP ROUND PCT VERDICT(ok|rerun|invalid|heavy)
+                steal.append(dict(group=f[1], round=f[2], pct=num(f[3]), verdict=f[4]))
             elif kind == "group" and len(f) >= 4:
                 # group NAME STATUS(ok|failed|skipped) DETAIL [SECONDS]
                 groups[f[1]] = dict(status=f[2], detail=f[3],
                                     seconds=num(f[4]) if len(f) > 4 else None)
             else:
                 raise ValueError("%s: malformed record: %r" % (where, line))
-    return [tables[t] for t in order], meta, groups
+    return [tables[t] for t in order], meta, groups, steal
 
 
 def num(s):
@@ -99,7 +110,12 @@ def summarize(t):
         if s["x"] not in xs_cat:
             xs_cat.append(s["x"])
     xs = xs_cat if t["xscale"] == "category" else sorted(xs_cat, key=xkey)
+    for fl in t["flags"]:
+        c = cells.get((fl["series"], fl["x"]))
+        if c is not None:
+            c.setdefault("flags", []).append(fl)
     for c in cells.values():
+        c.setdefault("flags", [])
         v = list(c["rounds"].values())
         c["values"] = [c["rounds"][r] for r in sorted(c["rounds"])]
         c["median"] = statistics.median(v) if v else None
@@ -121,7 +137,7 @@ def summarize(t):
                 ratio = c["median"] / b["median"] if c["median"] is not None and b["median"] else None
                 per_round = [c["rounds"][r] / b["rounds"][r] for r in c["rounds"]
                              if r in b["rounds"] and b["rounds"][r]]
-                bases.append(dict(series=bname, median=b["median"], p99=b["p99"],
+                bases.append(dict(series=bname, median=b["median"], p99=b["p99"], flags=b["flags"],
                                   min=b["min"], max=b["max"], values=b["values"],
                                   n_rounds=b["n_rounds"], ratio=ratio,
                                   ratio_min=min(per_round) if per_round else None,
@@ -151,7 +167,32 @@ def spread(lo, hi, n):
     return "%s..%s" % (fmt(lo), fmt(hi))
 
 
-def markdown(tables, meta, groups, plots, out):
+def flag_text(flags, n_rounds):
+    """' (starved baseline in 1 of 2 rounds: why)' for a flagged series, else ''"""
+    if not flags:
+        return ""
+    rounds = sorted({f["round"] for f in flags})
+    return " (%s in %d of %d round%s: %s)" % (
+        flags[0]["text"].split(":")[0], len(rounds), max(n_rounds or 1, len(rounds)),
+        "s" if max(n_rounds or 1, len(rounds)) > 1 else "",
+        "; ".join(f["text"].split(":", 1)[-1].strip() for f in flags).replace("|", "/"))
+
+
+def steal_table(steal, w):
+    w("\n## Steal time\n\nCPU time the hypervisor gave to someone else (/proc/stat's steal column) over\n"
+      "each round; a round above the limit is refused and run once more, and kept but marked\n"
+      "invalid if the second attempt is heavy-steal too.\n\n")
+    if not steal:
+        w("No steal records in this run.\n")
+        return
+    w("| group | round | steal | verdict |\n|---|---|---|---|\n")
+    for st in steal:
+        verdict = {"ok": "ok", "rerun": "refused, run again", "invalid": "**INVALID** (kept)",
+                   "heavy": "heavy (whole group)"}.get(st["verdict"], st["verdict"])
+        w("| %s | %s | %s%% | %s |\n" % (st["group"], st["round"], fmt(st["pct"]), verdict))
+
+
+def markdown(tables, meta, groups, plots, out, steal=()):
     w = out.write
     w("# nproxy benchmark report\n\n")
     w("Written by `make bench%s` (bench/run, bench/report.py). Every number below comes from\n"
@@ -173,24 +214,31 @@ def markdown(tables, meta, groups, plots, out):
     for g, d in groups.items():
         w("| %s | %s | %s | %s |\n" % (g, d["status"], d["detail"].replace("|", "/"),
                                        fmt(d["seconds"])))
+    steal_table(steal, w)
     for t in tables:
         rows = t["rows"]
         w("\n## %s\n\n" % t["title"])
+        invalid = [st for st in steal if st["group"] == t["group"] and st["verdict"] == "invalid"]
+        if invalid:
+            w("**INVALID rounds**: %s ran under heavy steal twice; their figures below measure the "
+              "host's other tenants as much as nproxy.\n\n"
+              % ", ".join("%s (%s%%)" % (st["round"], fmt(st["pct"])) for st in invalid))
         w("`%s` (group %s): %s, %s is better." % (t["id"], t["group"], t["ylabel"], t["better"]))
         if t["id"] in plots:
             w(" Plot: [%s](%s)." % (plots[t["id"]], plots[t["id"]]))
         w("\n\n| %s | figure | median | p99 | rounds | spread | baseline | baseline median "
           "| ratio | ratio spread |\n|---|---|---|---|---|---|---|---|---|---|\n" % t["xlabel"])
         for r in rows:
-            head = "| %s | %s | %s | %s | %d | %s " % (
-                r["x"], r["series"], fmt(r["median"]), fmt(r["p99"]), r["n_rounds"],
-                spread(r["min"], r["max"], r["n_rounds"]))
+            head = "| %s | %s%s | %s | %s | %d | %s " % (
+                r["x"], r["series"], flag_text(r["flags"], r["n_rounds"]), fmt(r["median"]),
+                fmt(r["p99"]), r["n_rounds"], spread(r["min"], r["max"], r["n_rounds"]))
             if not r["baselines"]:
                 w(head + "| - | - | - | - |\n")
             for b in r["baselines"]:
-                w(head + "| %s | %s | %s | %s |\n" % (
-                    b["series"], fmt(b["median"]),
+                w(head + "| %s%s | %s | %s%s | %s |\n" % (
+                    b["series"], flag_text(b["flags"], b["n_rounds"]), fmt(b["median"]),
                     "%.2f" % b["ratio"] if b["ratio"] is not None else "n/a",
+                    " (baseline flagged)" if b["flags"] else "",
                     spread(b["ratio_min"], b["ratio_max"], min(r["n_rounds"], b["n_rounds"]))))
         for n in t["notes"]:
             w("\n%s\n" % n)
@@ -279,7 +327,7 @@ def main():
     if len(sys.argv) != 3:
         sys.exit("usage: report.py RAW_DIR OUT_DIR")
     raw_dir, out_dir = sys.argv[1:]
-    tables, meta, groups = parse(raw_dir)
+    tables, meta, groups, steal = parse(raw_dir)
     os.makedirs(out_dir, exist_ok=True)
     for t in tables:
         t["rows"], t["xs"], t["series_order"], t["cells"] = summarize(t)
@@ -293,20 +341,20 @@ def main():
     else:
         meta["plots"] = "none: gnuplot not installed (apt-get install gnuplot-nox)"
     with open(os.path.join(out_dir, "report.md"), "w") as f:
-        markdown(tables, meta, groups, plots, f)
-    doc = dict(meta=meta, groups=groups, tables=[])
+        markdown(tables, meta, groups, plots, f, steal)
+    doc = dict(meta=meta, groups=groups, steal=steal, tables=[])
     for t in tables:
         doc["tables"].append(dict(
             id=t["id"], title=t["title"], group=t["group"], xlabel=t["xlabel"],
             ylabel=t["ylabel"], better=t["better"], xscale=t["xscale"],
-            plot=plots.get(t["id"]), notes=t["notes"],
+            plot=plots.get(t["id"]), notes=t["notes"], flags=t["flags"],
             series=[dict(series=c["series"], role=c["role"], pair=c["pair"], x=c["x"],
                          values=c["values"], p99s=[c["p99s"][r] for r in sorted(c["p99s"])],
                          median=c["median"], p99=c["p99"], min=c["min"], max=c["max"],
                          rounds=c["n_rounds"]) for c in t["cells"].values()],
             rows=[dict(x=r["x"], series=r["series"], pair=r["pair"], median=r["median"],
                        p99=r["p99"], rounds=r["n_rounds"], min=r["min"], max=r["max"],
-                       baselines=r["baselines"]) for r in t["rows"]]))
+                       flags=r["flags"], baselines=r["baselines"]) for r in t["rows"]]))
     with open(os.path.join(out_dir, "results.json"), "w") as f:
         json.dump(doc, f, indent=1, sort_keys=False)
         f.write("\n")

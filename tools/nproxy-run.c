@@ -177,6 +177,7 @@ static int run_launched(const struct run_opts *o, struct run_place *place)
 	if (place->proc_rank == 0 && !o->json)
 		pthread_create(&tid, NULL, progress_main, &pt);
 	code = run_job(o, place, rec);
+	run_pmix_release_root();
 	pt.stop = true;
 	if (tid)
 		pthread_join(tid, NULL);

@@ -2,7 +2,8 @@
 /*
  * nproxy-run internals.  The job is split by concept:
  *   run_opts.c    command line (getopt_long), sizes and sweeps (cli.c)
- *   run_env.c     launcher environment (Open MPI, PMIx, Slurm, NPROXY_*)
+ *   run_env.c     launcher environment (NPROXY_*, Open MPI, Slurm, MPICH)
+ *   run_pmix.c    the launcher's PMIx server: place and root address
  *   run_job.c     the data path of one process, and its timing loop; the
  *                 files it is made of share run_rank.h (rank setup and
  *                 teardown, ring scheduling, buffers, verification,
@@ -125,8 +126,24 @@ int run_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* run_fabric.c: "'shm', 'tcp;ofi_rxm', ..." (RDM + tagged), empty if none. */
 void run_list_providers(char *buf, size_t len);
 
-/* run_env.c: fills place from the environment; 0, or RUN_EXIT_USAGE with a message. */
+/*
+ * run_env.c: fills place from NPROXY_*, else the launcher's PMIx server,
+ * else the launcher's environment; 0, or a run_exit code with a message.
+ */
 int run_detect_launcher(struct run_place *place);
+
+/* run_pmix.c */
+enum run_pmix_result {
+	RUN_PMIX_OK,		/* place filled (root too when n_procs > 1) */
+	RUN_PMIX_UNAVAILABLE,	/* libpmix cannot be loaded: why */
+	RUN_PMIX_FAILED,	/* no server answers, or a query failed: why */
+};
+/* PMIX_NAMESPACE, PMIX_RANK and a server URI: a PMIx server started us. */
+bool run_pmix_server_here(void);
+/* Keeps place->root if set, else exchanges rank 0's through PMIx. */
+int run_pmix_place(struct run_place *place, char *why, size_t why_len);
+/* Rank 0 holds its published port until the rendezvous has bound it. */
+void run_pmix_release_root(void);
 
 /*
  * run_job.c: run every size on this process's ranks

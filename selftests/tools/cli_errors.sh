@@ -75,7 +75,7 @@ expect "run: launcher without root address" 2 "NPROXY_ROOT_COMM_ID" \
 	env NPROXY_RANK=0 NPROXY_WORLD_SIZE=2 "$RUN"
 expect "run: launcher and --procs conflict" 2 "--procs conflicts with the launcher" \
 	env OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=2 NPROXY_ROOT_COMM_ID=127.0.0.1:1 "$RUN" --procs 2
-expect "run: non-numeric launcher variable" 2 "SLURM_PROCID='x'" env SLURM_PROCID=x SLURM_NTASKS=2 "$RUN"
+expect "run: non-numeric launcher variable" 2 "SLURM_PROCID='x'" env SLURM_STEP_ID=0 SLURM_PROCID=x SLURM_NTASKS=2 "$RUN"
 
 # nproxyctl
 expect "ctl: no command" 2 "missing command" "$CTL"

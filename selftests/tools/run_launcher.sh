@@ -4,7 +4,8 @@
 # nproxy-run started by a launcher, one process per rank: by hand with
 # NPROXY_RANK/NPROXY_WORLD_SIZE + NPROXY_ROOT_COMM_ID (tcp;ofi_rxm on lo),
 # across two network namespaces joined by a veth pair (two "hosts"), and
-# under Open MPI's mpirun.  Rank 0 prints the results; every rank exits 0.
+# under Open MPI's mpirun from its environment variables (libpmix not
+# loaded: run_pmix.sh covers the PMIx path).  Rank 0 prints the results; every rank exits 0.
 . "${NPROXY_TOP:-${NPROXY_BUILD:-$(dirname "$0")/../..}/..}/scripts/tap.sh"
 tap_use_build nproxy-run
 tap_require_cmd python3 timeout
@@ -101,6 +102,7 @@ else
 	[[ $(id -u) == 0 ]] && as_root=--allow-run-as-root
 	out=$(timeout 120 mpirun $as_root --oversubscribe -np 3 --mca btl self \
 		-x NPROXY_ROOT_COMM_ID=127.0.0.1:$port -x NPROXY_HANDSHAKE=memfd -x FI_TCP_IFACE=lo \
+		-x NPROXY_PMIX_LIB=/nonexistent/libpmix.so.2 \
 		"$RUN" --provider 'tcp;ofi_rxm' --collective sendrecv --size 8K --iters 3 --warmup 1 \
 		--json --timeout 90 2>"$tmp/mpi.err")
 	rc=$?
