@@ -306,6 +306,11 @@ NPROXY_API enum nproxy_status nproxy_net_open(const struct nproxy_net_opts *opts
 	st = npx_net_barrier_init(net);
 	if (st != NPROXY_SUCCESS)
 		goto fail_local;
+	/* shm needs no connection; every other provider may make one lazily. */
+	if (strcmp(net->prov, "shm"))
+		st = npx_net_barrier_connect(net, x.timeout_ms);
+	if (st != NPROXY_SUCCESS)
+		goto fail;
 	npx_net_xchg_close(&x);
 	nproxy_log(NPROXY_LOG_INFO, "net rank %u of %u: comm %u on %s, %u credits, %d ms timeout",
 		   net->rank, net->n_ranks, net->comm_id, net->prov, net->credits, net->timeout_ms);

@@ -183,6 +183,8 @@ extern const struct nproxy_seam_ops npx_net_seam_ops;
 /* net_barrier.c */
 enum nproxy_status npx_net_barrier_init(struct nproxy_net *net);
 void npx_net_barrier_cancel(struct nproxy_net *net);
+/* At open: connect to r +- 2^k (ring neighbours included) within limit_ms. */
+enum nproxy_status npx_net_barrier_connect(struct nproxy_net *net, int limit_ms);
 void npx_net_barrier_free(struct nproxy_net *net);
 extern const struct nproxy_host_barrier_ops npx_net_barrier_ops;
 
