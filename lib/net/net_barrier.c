@@ -7,6 +7,7 @@
  * drives the CQ (manual progress) and the per-barrier deadline.
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <string.h>
@@ -207,6 +208,14 @@ static enum nproxy_status bar_step(struct nproxy_net *net, uint64_t seq, bool *d
 		st = NPROXY_TIMEOUT;
 		if (!net->failed)
 			net->failed = st;
+		if (bar->seq) {
+			char why[96];
+			uint32_t peer = bar->round < bar->rounds ? bar->recv[k].peer : bar->send[k].peer;
+
+			snprintf(why, sizeof(why), "is dead or unreachable: rank %u waited %d ms for it in a host barrier",
+				 net->rank, limit_ms);
+			npx_net_abort_locked(net, peer, 0, why);
+		}
 	}
 	return st;
 }

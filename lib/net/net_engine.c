@@ -353,6 +353,16 @@ static enum nproxy_status post_block(struct nproxy_net *net, struct net_block *b
 	return NPROXY_SUCCESS;
 }
 
+/* Every other rank learns at once that `peer` is gone, not at its own deadline. */
+static void unreachable(struct nproxy_net *net, uint32_t peer)
+{
+	char why[96];
+
+	snprintf(why, sizeof(why), "is dead or unreachable: rank %u saw no progress from it for %d ms",
+		 net->rank, net->timeout_ms);
+	npx_net_abort_locked(net, peer, 0, why);
+}
+
 /*
  * An op that saw no completion from its peer for timeout_ms is declared
  * failed: a dead peer or a broken link must end the task, not hang it.
@@ -371,7 +381,9 @@ static enum nproxy_status check_deadlines(struct nproxy_net *net, struct net_blo
 		npx_net_set_err(net, "stream %u bb %u op %u: %s rank %u (%u bytes): provider refused the post (-FI_EAGAIN) for %d ms: peer dead or unreachable",
 			    b->stream, b->bb, b->eagain_op, op_kind(op), op->peer, op->len,
 			    net->timeout_ms);
-		return npx_net_fail(net, NPROXY_TIMEOUT);
+		npx_net_fail(net, NPROXY_TIMEOUT);
+		unreachable(net, op->peer);
+		return net->failed;
 	}
 	if (!b->n_inflight)
 		return NPROXY_SUCCESS;
@@ -391,7 +403,9 @@ static enum nproxy_status check_deadlines(struct nproxy_net *net, struct net_blo
 				    "stream %u bb %u op %u: %s rank %u (%u bytes) made no progress for %d ms: peer dead or unreachable",
 				    b->stream, b->bb, i, op_kind(op), op->peer, op->len,
 				    net->timeout_ms);
-			return npx_net_fail(net, NPROXY_TIMEOUT);
+			npx_net_fail(net, NPROXY_TIMEOUT);
+			unreachable(net, op->peer);
+			return net->failed;
 		}
 	}
 	return NPROXY_SUCCESS;

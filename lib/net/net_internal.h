@@ -48,6 +48,7 @@ static inline uint64_t net_tag(uint64_t space, uint32_t comm, uint32_t stream, u
 enum net_req_kind {
 	NET_REQ_OP = 1,		/* a FIFO op of a block */
 	NET_REQ_BARRIER = 2,	/* a host barrier send/recv */
+	NET_REQ_ABORT = 3,	/* a cross-host abort message (net_abort.c) */
 };
 
 /* Every posted request starts with this: the CQ hands back &ctx. */
@@ -106,6 +107,7 @@ struct net_mr {
 };
 
 struct net_barrier;
+struct net_abort;
 
 #define NET_MAX_BLOCKS	64
 #define NET_NONE	UINT32_MAX
@@ -148,6 +150,7 @@ struct nproxy_net {
 
 	enum nproxy_status failed;	/* sticky: the first op error ends the engine */
 	struct net_barrier *bar;
+	struct net_abort *abort;
 	char err[320];
 };
 
@@ -191,6 +194,14 @@ extern const struct nproxy_host_barrier_ops npx_net_barrier_ops;
 /* net_shm.c: dead processes' shm regions (between fi_endpoint and fi_enable) */
 void npx_net_shm_clear_own(struct nproxy_net *net);
 void npx_net_shm_sweep_at_open(struct nproxy_net *net);
+
+/* net_abort.c: the cross-host abort (net->lock held unless said) */
+enum nproxy_status npx_net_abort_init(struct nproxy_net *net);
+void npx_net_abort_cancel(struct nproxy_net *net);
+void npx_net_abort_free(struct nproxy_net *net);
+void npx_net_abort_complete(struct nproxy_net *net, struct net_req *req, bool ok);
+/* This rank saw `dead` die or stay unreachable: tell every rank. */
+void npx_net_abort_locked(struct nproxy_net *net, uint32_t dead, int pid, const char *why);
 
 /* net_exchange.c: all-gathers over bananaphone or the TCP rendezvous */
 struct net_xchg {
