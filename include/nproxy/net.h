@@ -109,9 +109,9 @@ NPROXY_API const char *nproxy_net_strerror(const struct nproxy_net *net);
  * nproxy_net_abort(): the engine fails with NPROXY_PEER_DEAD here and the
  * message reaches every other rank over the engine in ceil(log2 n) hops
  * (a binomial tree that routes around the dead rank), whose engines fail
- * the same way.  The engine calls it itself when an op or the host
- * barrier sees no progress from a peer for its deadline (a death on
- * another host, or a partition).  It waits at most 0.5 s for its sends to
+ * the same way.  A no-progress deadline does not start one (in a ring
+ * every rank stalls at once and would blame a live neighbour): its error
+ * names the silent peer and its host address instead.  It waits at most 0.5 s for its sends to
  * leave, so the caller may exit right after.  Only the first call counts.
  *
  * Messages are received while the engine's completion queue is driven:

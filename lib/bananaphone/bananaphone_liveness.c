@@ -48,6 +48,33 @@ uint32_t nproxy_bp_blame(const struct nproxy_bp *bp, uint32_t gone_rank)
 	return s && s - 1 < bp->n ? s - 1 : gone_rank;
 }
 
+enum nproxy_status nproxy_bp_check(struct nproxy_bp *bp)
+{
+	if (!bp)
+		return NPROXY_INVALID;
+	if (bp->state == BP_S_BROKEN)
+		return bp->sticky;
+	if (bp->state != BP_S_READY)
+		return NPROXY_SUCCESS;
+	return npx_bp_check_live(bp, false);
+}
+
+bool nproxy_bp_dead_peer(const struct nproxy_bp *bp, uint32_t *rank, int *pid)
+{
+	uint32_t d = 0;
+
+	if (!bp || !bp->ctl)
+		return false;
+	d = atomic_load(&npx_bp_rank_ctl((struct nproxy_bp *)bp, bp->rank)->saw_dead);
+	if (!d)
+		d = atomic_load(&bp->ctl->dead);
+	if (!d || d - 1 >= bp->n || d - 1 == bp->rank)
+		return false;
+	*rank = d - 1;
+	*pid = (int)bp->pids[d - 1];
+	return true;
+}
+
 /* Post a death in the segment for the ranks that do not watch the dead one. */
 static void announce(struct nproxy_bp *bp, uint32_t dead)
 {

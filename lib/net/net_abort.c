@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
  * Cross-host abort: the first rank that learns of a death (its host's bus
- * saw a local rank die) or of an unreachable peer (an op or the host
- * barrier made no progress for the engine's deadline) tells every other
- * rank over the engine, so that nobody waits out its own deadline.
+ * saw a local rank die) tells every other rank over the engine, so that
+ * nobody waits out its own deadline.  A no-progress deadline does not
+ * start one: in a ring every rank stalls at once, and each would blame
+ * its live neighbour; it names the peer's host address in its own error.
  *
  * The message goes down a binomial tree rooted at its origin: the rank
  * at distance d = (r - origin) mod n sends to d + 2^k for every 2^k > d,
@@ -123,7 +124,7 @@ void npx_net_abort_free(struct nproxy_net *net)
 }
 
 /* The peer's address as this rank's provider prints it ("?" if unknown). */
-static void peer_host(struct nproxy_net *net, uint32_t peer, char *buf, size_t len)
+void npx_net_peer_host(struct nproxy_net *net, uint32_t peer, char *buf, size_t len)
 {
 	char name[256], str[128];
 	size_t nlen = sizeof(name), slen = sizeof(str);
@@ -235,7 +236,7 @@ void npx_net_abort_locked(struct nproxy_net *net, uint32_t dead, int pid, const 
 
 	if (!ab || dead >= net->n_ranks || ab->seen[net->rank])
 		return;
-	peer_host(net, dead, m.host, sizeof(m.host));
+	npx_net_peer_host(net, dead, m.host, sizeof(m.host));
 	snprintf(m.text, sizeof(m.text), "%s", why && *why ? why : "died");
 	/* This rank's own view is its reason, unless another's came first. */
 	take(net, &m);

@@ -200,22 +200,16 @@ static enum nproxy_status bar_step(struct nproxy_net *net, uint64_t seq, bool *d
 	}
 	if (npx_now_ms() - bar->arrived_ms > limit_ms) {
 		uint32_t k = bar->round < bar->rounds ? bar->round : 0;
+		uint32_t peer = bar->round < bar->rounds ? bar->recv[k].peer : bar->send[k].peer;
+		char host[64];
 
-		npx_net_set_err(net, "%s %" PRIu64 ": round %u (%s rank %u) not done within %d ms: peer dead or unreachable",
+		npx_net_peer_host(net, peer, host, sizeof(host));
+		npx_net_set_err(net, "%s %" PRIu64 ": round %u (%s rank %u) not done within %d ms: peer dead or unreachable (host %s)",
 			    what, seq, k, bar->round < bar->rounds ? "recv from" : "send to",
-			    bar->round < bar->rounds ? bar->recv[k].peer : bar->send[k].peer,
-			    limit_ms);
+			    peer, limit_ms, host);
 		st = NPROXY_TIMEOUT;
 		if (!net->failed)
 			net->failed = st;
-		if (bar->seq) {
-			char why[96];
-			uint32_t peer = bar->round < bar->rounds ? bar->recv[k].peer : bar->send[k].peer;
-
-			snprintf(why, sizeof(why), "is dead or unreachable: rank %u waited %d ms for it in a host barrier",
-				 net->rank, limit_ms);
-			npx_net_abort_locked(net, peer, 0, why);
-		}
 	}
 	return st;
 }

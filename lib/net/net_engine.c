@@ -353,16 +353,6 @@ static enum nproxy_status post_block(struct nproxy_net *net, struct net_block *b
 	return NPROXY_SUCCESS;
 }
 
-/* Every other rank learns at once that `peer` is gone, not at its own deadline. */
-static void unreachable(struct nproxy_net *net, uint32_t peer)
-{
-	char why[96];
-
-	snprintf(why, sizeof(why), "is dead or unreachable: rank %u saw no progress from it for %d ms",
-		 net->rank, net->timeout_ms);
-	npx_net_abort_locked(net, peer, 0, why);
-}
-
 /*
  * An op that saw no completion from its peer for timeout_ms is declared
  * failed: a dead peer or a broken link must end the task, not hang it.
@@ -378,12 +368,13 @@ static enum nproxy_status check_deadlines(struct nproxy_net *net, struct net_blo
 	if (b->eagain_since_ms && now - b->eagain_since_ms > net->timeout_ms) {
 		const struct nproxy_net_op *op = &b->fifos.ops[b->eagain_op];
 
-		npx_net_set_err(net, "stream %u bb %u op %u: %s rank %u (%u bytes): provider refused the post (-FI_EAGAIN) for %d ms: peer dead or unreachable",
+		char host[64];
+
+		npx_net_peer_host(net, op->peer, host, sizeof(host));
+		npx_net_set_err(net, "stream %u bb %u op %u: %s rank %u (%u bytes): provider refused the post (-FI_EAGAIN) for %d ms: peer dead or unreachable (host %s)",
 			    b->stream, b->bb, b->eagain_op, op_kind(op), op->peer, op->len,
-			    net->timeout_ms);
-		npx_net_fail(net, NPROXY_TIMEOUT);
-		unreachable(net, op->peer);
-		return net->failed;
+			    net->timeout_ms, host);
+		return npx_net_fail(net, NPROXY_TIMEOUT);
 	}
 	if (!b->n_inflight)
 		return NPROXY_SUCCESS;
@@ -399,13 +390,14 @@ static enum nproxy_status check_deadlines(struct nproxy_net *net, struct net_blo
 		if (now - since > net->timeout_ms) {
 			const struct nproxy_net_op *op = &b->fifos.ops[i];
 
+			char host[64];
+
+			npx_net_peer_host(net, op->peer, host, sizeof(host));
 			npx_net_set_err(net,
-				    "stream %u bb %u op %u: %s rank %u (%u bytes) made no progress for %d ms: peer dead or unreachable",
+				    "stream %u bb %u op %u: %s rank %u (%u bytes) made no progress for %d ms: peer dead or unreachable (host %s)",
 				    b->stream, b->bb, i, op_kind(op), op->peer, op->len,
-				    net->timeout_ms);
-			npx_net_fail(net, NPROXY_TIMEOUT);
-			unreachable(net, op->peer);
-			return net->failed;
+				    net->timeout_ms, host);
+			return npx_net_fail(net, NPROXY_TIMEOUT);
 		}
 	}
 	return NPROXY_SUCCESS;

@@ -200,7 +200,9 @@ enum nproxy_status npx_net_abort_init(struct nproxy_net *net);
 void npx_net_abort_cancel(struct nproxy_net *net);
 void npx_net_abort_free(struct nproxy_net *net);
 void npx_net_abort_complete(struct nproxy_net *net, struct net_req *req, bool ok);
-/* This rank saw `dead` die or stay unreachable: tell every rank. */
+/* The peer's address as this rank's provider prints it ("?" if unknown). */
+void npx_net_peer_host(struct nproxy_net *net, uint32_t peer, char *buf, size_t len);
+/* This rank learnt that `dead` died: tell every rank. */
 void npx_net_abort_locked(struct nproxy_net *net, uint32_t dead, int pid, const char *why);
 
 /* net_exchange.c: all-gathers over bananaphone or the TCP rendezvous */
