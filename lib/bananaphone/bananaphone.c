@@ -448,6 +448,17 @@ enum nproxy_status nproxy_bp_barrier_test(struct nproxy_bp *bp, uint64_t seq, bo
 	return npx_bp_check_live(bp, false);
 }
 
+enum nproxy_status nproxy_bp_check(struct nproxy_bp *bp)
+{
+	if (!bp)
+		return NPROXY_INVALID;
+	if (bp->state == BP_S_BROKEN)
+		return bp->sticky;
+	if (bp->state != BP_S_READY)
+		return NPROXY_SUCCESS;
+	return npx_bp_check_live(bp, false);
+}
+
 void nproxy_bp_hangup(struct nproxy_bp *bp)
 {
 	if (!bp || bp->state == BP_S_HUNG_UP)

@@ -6,9 +6,8 @@
  * the one of the rank it waits for.  A peer whose pidfd is readable has
  * exited; if it set its "left" flag first it hung up in an orderly way,
  * otherwise it died and the bus is broken (NPROXY_PEER_DEAD, naming rank
- * and pid).  Whoever sees a death posts it in the segment (ctl->dead) and
- * rings every bell, so ranks that do not watch the dead one learn of it
- * within a slice.  File descriptors: O(processes) on the leader, O(1) on
+ * and pid).  Whoever sees a death posts it in the segment (ctl->dead), so
+ * ranks that do not watch the dead one learn of it within a slice.  File descriptors: O(processes) on the leader, O(1) on
  * a follower, so a host of 64 ranks stays far below `ulimit -n 1024`.
  */
 #include <errno.h>
@@ -48,17 +47,6 @@ uint32_t nproxy_bp_blame(const struct nproxy_bp *bp, uint32_t gone_rank)
 	return s && s - 1 < bp->n ? s - 1 : gone_rank;
 }
 
-enum nproxy_status nproxy_bp_check(struct nproxy_bp *bp)
-{
-	if (!bp)
-		return NPROXY_INVALID;
-	if (bp->state == BP_S_BROKEN)
-		return bp->sticky;
-	if (bp->state != BP_S_READY)
-		return NPROXY_SUCCESS;
-	return npx_bp_check_live(bp, false);
-}
-
 bool nproxy_bp_dead_peer(const struct nproxy_bp *bp, uint32_t *rank, int *pid)
 {
 	uint32_t d = 0;
@@ -75,15 +63,17 @@ bool nproxy_bp_dead_peer(const struct nproxy_bp *bp, uint32_t *rank, int *pid)
 	return true;
 }
 
-/* Post a death in the segment for the ranks that do not watch the dead one. */
+/*
+ * Post a death in the segment for the ranks that do not watch the dead
+ * one.  No bell is rung: every sleeper wakes within BP_WAIT_SLICE_MS and
+ * reads the notice then.
+ */
 static void announce(struct nproxy_bp *bp, uint32_t dead)
 {
 	uint32_t none = 0;
 
-	if (!bp->ctl)
-		return;
-	if (atomic_compare_exchange_strong(&bp->ctl->dead, &none, dead + 1))
-		npx_bp_notify_all(bp, true);
+	if (bp->ctl)
+		atomic_compare_exchange_strong(&bp->ctl->dead, &none, dead + 1);
 }
 
 /*

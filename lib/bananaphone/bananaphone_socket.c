@@ -563,6 +563,39 @@ static enum nproxy_status take_welcome(struct nproxy_bp *bp, const struct bp_wir
 	return npx_bp_check_dead(bp);
 }
 
+/* The fds a message carried, at most max of them (the rest closed). */
+static uint32_t passed_fds(struct msghdr *msg, int *fds, uint32_t max)
+{
+	struct cmsghdr *cm;
+	uint32_t n_fds = 0;
+
+	for (cm = CMSG_FIRSTHDR(msg); cm; cm = CMSG_NXTHDR(msg, cm)) {
+		size_t cnt;
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		cnt = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t k = 0; k < cnt; k++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(cm) + k * sizeof(int), sizeof(int));
+			if (n_fds < max)
+				fds[n_fds++] = fd;
+			else
+				close(fd);
+		}
+	}
+	return n_fds;
+}
+
+/* The kernel drops passed fds a full descriptor table cannot take. */
+static enum nproxy_status welcome_cut_off(struct nproxy_bp *bp)
+{
+	return npx_bp_fail(bp, NPROXY_RESOURCE,
+		       "the leader's welcome lost its file descriptor (MSG_CTRUNC): this process is out of file descriptors (Too many open files, ulimit -n %ld)",
+		       sysconf(_SC_OPEN_MAX));
+}
+
 static enum nproxy_status follower_join_step(struct nproxy_bp *bp, uint64_t deadline_ns)
 {
 	union {
@@ -576,7 +609,6 @@ static enum nproxy_status follower_join_step(struct nproxy_bp *bp, uint64_t dead
 	int fds[4];
 	enum nproxy_status st;
 	uint32_t n_fds = 0, k;
-	struct cmsghdr *cm;
 	ssize_t n;
 	int ret;
 
@@ -605,28 +637,12 @@ static enum nproxy_status follower_join_step(struct nproxy_bp *bp, uint64_t dead
 	}
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return NPROXY_SUCCESS;
-	for (cm = CMSG_FIRSTHDR(&msg); n >= 0 && cm; cm = CMSG_NXTHDR(&msg, cm)) {
-		uint32_t cnt;
-
-		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-			continue;
-		cnt = (uint32_t)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-		for (k = 0; k < cnt; k++) {
-			int fd;
-
-			memcpy(&fd, CMSG_DATA(cm) + k * sizeof(int), sizeof(int));
-			if (n_fds < 4)
-				fds[n_fds++] = fd;
-			else
-				close(fd);
-		}
-	}
+	if (n >= 0)
+		n_fds = passed_fds(&msg, fds, 4);
 	if (n <= 0)
 		st = leader_lost(bp);
 	else if (msg.msg_flags & MSG_CTRUNC)
-		st = npx_bp_fail(bp, NPROXY_RESOURCE,
-			     "the leader's welcome lost its file descriptor (MSG_CTRUNC): this process is out of file descriptors (Too many open files, ulimit -n %ld)",
-			     sysconf(_SC_OPEN_MAX));
+		st = welcome_cut_off(bp);
 	else if (n != (ssize_t)sizeof(reply) || reply.magic != BP_MAGIC ||
 		 reply.version != BP_VERSION || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
 		st = npx_bp_fail(bp, NPROXY_FAILURE, "malformed reply from the leader (pid %d), %zd bytes",

@@ -21,13 +21,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <nproxy/log.h>
 #include "net_internal.h"
 
 #define ABORT_MAGIC	0x4e504142u	/* "NPAB" */
 #define ABORT_SLOTS	64		/* sends in flight at once */
-#define ABORT_FLUSH_MS	500		/* nproxy_net_abort() waits this long for its sends */
 
 struct net_abort_msg {
 	uint32_t magic;
@@ -242,50 +240,18 @@ void npx_net_abort_locked(struct nproxy_net *net, uint32_t dead, int pid, const 
 	take(net, &m);
 }
 
-static bool sends_pending(struct net_abort *ab)
+bool npx_net_abort_sending(struct nproxy_net *net)
 {
-	for (uint32_t i = 0; i < ABORT_SLOTS; i++)
-		if (ab->send[i].posted)
+	for (uint32_t i = 0; net->abort && i < ABORT_SLOTS; i++)
+		if (net->abort->send[i].posted)
 			return true;
 	return false;
 }
 
-NPROXY_API void nproxy_net_abort(struct nproxy_net *net, uint32_t dead_rank, int dead_pid,
-				 const char *why)
+void npx_net_abort_repost(struct nproxy_net *net)
 {
-	struct timespec nap = { .tv_sec = 0, .tv_nsec = 200000 };
-	int64_t until;
-	uint32_t moved = 0;
-
-	if (!net)
-		return;
-	pthread_mutex_lock(&net->lock);
-	npx_net_abort_locked(net, dead_rank, dead_pid, why);
-	/* The caller may exit next: give the sends a bounded moment to leave. */
-	until = npx_now_ms() + ABORT_FLUSH_MS;
-	while (net->abort && sends_pending(net->abort) && npx_now_ms() < until) {
-		npx_net_drain_cq(net, &moved);
-		pthread_mutex_unlock(&net->lock);
-		nanosleep(&nap, NULL);
-		pthread_mutex_lock(&net->lock);
-	}
-	pthread_mutex_unlock(&net->lock);
-}
-
-NPROXY_API enum nproxy_status nproxy_net_poll(struct nproxy_net *net)
-{
-	enum nproxy_status st;
-	uint32_t moved = 0;
-
-	if (!net)
-		return NPROXY_INVALID;
-	pthread_mutex_lock(&net->lock);
-	npx_net_drain_cq(net, &moved);
 	if (net->abort && !net->abort->recv.posted && net->n_ranks > 1)
 		post_recv(net);
-	st = net->failed;
-	pthread_mutex_unlock(&net->lock);
-	return st;
 }
 
 NPROXY_API const char *nproxy_net_abort_reason(const struct nproxy_net *net)

@@ -532,3 +532,42 @@ const struct nproxy_seam_ops npx_net_seam_ops = {
 	.progress = net_progress,
 	.stop = net_stop,
 };
+
+/* nproxy_net_abort() waits this long for its sends: its caller may exit next. */
+#define ABORT_FLUSH_MS	500
+
+NPROXY_API void nproxy_net_abort(struct nproxy_net *net, uint32_t dead_rank, int dead_pid,
+				 const char *why)
+{
+	struct timespec nap = { .tv_sec = 0, .tv_nsec = 200000 };
+	int64_t until;
+	uint32_t moved = 0;
+
+	if (!net)
+		return;
+	pthread_mutex_lock(&net->lock);
+	npx_net_abort_locked(net, dead_rank, dead_pid, why);
+	until = npx_now_ms() + ABORT_FLUSH_MS;
+	while (npx_net_abort_sending(net) && npx_now_ms() < until) {
+		npx_net_drain_cq(net, &moved);
+		pthread_mutex_unlock(&net->lock);
+		nanosleep(&nap, NULL);
+		pthread_mutex_lock(&net->lock);
+	}
+	pthread_mutex_unlock(&net->lock);
+}
+
+NPROXY_API enum nproxy_status nproxy_net_poll(struct nproxy_net *net)
+{
+	enum nproxy_status st;
+	uint32_t moved = 0;
+
+	if (!net)
+		return NPROXY_INVALID;
+	pthread_mutex_lock(&net->lock);
+	npx_net_drain_cq(net, &moved);
+	npx_net_abort_repost(net);
+	st = net->failed;
+	pthread_mutex_unlock(&net->lock);
+	return st;
+}

@@ -202,6 +202,10 @@ void npx_net_abort_free(struct nproxy_net *net);
 void npx_net_abort_complete(struct nproxy_net *net, struct net_req *req, bool ok);
 /* The peer's address as this rank's provider prints it ("?" if unknown). */
 void npx_net_peer_host(struct nproxy_net *net, uint32_t peer, char *buf, size_t len);
+/* Abort sends still in the provider's hands. */
+bool npx_net_abort_sending(struct nproxy_net *net);
+/* Post the abort receive again if a failure left it unposted. */
+void npx_net_abort_repost(struct nproxy_net *net);
 /* This rank learnt that `dead` died: tell every rank. */
 void npx_net_abort_locked(struct nproxy_net *net, uint32_t dead, int pid, const char *why);
 

@@ -230,6 +230,8 @@ static int rank_main(int argc, char **argv)
 			job.timeout_ms = atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--hold-ms"))
 			job.hold_ms = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--idle-nap-us"))
+			ring_idle_nap_us = (unsigned int)atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--sizes"))
 			for (char *t = strtok(argv[i + 1], ","); t && job.n_sizes < 16; t = strtok(NULL, ","))
 				sizes[job.n_sizes++] = strtoull(t, NULL, 0);

@@ -83,7 +83,7 @@ start_job() {
 		ip netns exec "$(ns_of $((r / per)))" env FI_PROVIDER="tcp;ofi_rxm" FI_TCP_IFACE=eth0 \
 			NPROXY_ROOT_COMM_ID="10.79.0.1:$port" NPROXY_NET_RDZV_TIMEOUT_MS=$rdzv_ms \
 			nice "$bin" --rank "$r" --ranks "$n" --timeout-ms "$3" --sizes "$4" \
-			--hold-ms "$2" >"$out" 2>&1 &
+			--hold-ms "$2" --idle-nap-us 200 >"$out" 2>&1 &
 		pids[r]=$!
 	done
 }
