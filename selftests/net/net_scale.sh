@@ -13,6 +13,9 @@
 #     not spend the no-progress deadline connecting.
 #  2. The ring all-gather + all-reduce, straight after the open, pass with a
 #     5 s engine deadline (no false dead peer while connecting).
+#  3. A partition (host 1's eth0 down mid-collective): the rank whose ring
+#     predecessor is on host 1 ends at its 5 s deadline naming that host's
+#     address, and no rank is left running.
 #
 # Namespaces and processes are removed on exit.
 . "${NPROXY_TOP:-$(dirname "$0")/../../..}/scripts/tap.sh"
@@ -68,7 +71,7 @@ if ! err=$(setup 2>&1); then
 	tap_skip_all "cannot set up $hosts namespaces on a bridge: $err"
 fi
 
-tap_plan 2
+tap_plan 3
 
 rdzv_ms=60000
 port=$((20000 + $$ % 20000))
@@ -145,4 +148,23 @@ if ((bad == 0)); then
 	tap_ok "$n ranks on $hosts hosts, 5 s engine deadline: the first op finds every peer alive"
 else
 	tap_fail "5 s engine deadline" "$bad of $n ranks failed" "$(grep -h . "$tmp"/$job.rank*.out | head -n 8)"
+fi
+
+# 3. A partition names the host that cannot be reached.
+job=partition
+port=$((port + 1))
+big=8388608
+start_job $job 0 5000 1,$big,$big,$big,$big,$big,$big,$big,$big,$big,$big,$big,$big,$big,$big
+end=$((SECONDS + 150))
+while ! grep -q "size $big ok" "$tmp"/$job.rank*.out 2>/dev/null && ((SECONDS < end)); do
+	sleep 0.2
+done
+ip -n "$(ns_of 1)" link set eth0 down
+wait_job 120
+victim=$((2 * per))	# its predecessor, rank 2 * per - 1, is on host 1
+if grep -q "10.79.0.2" "$tmp/$job.rank$victim.out" && ! grep -q "killed by the test" "$tmp"/$job.rank*.out; then
+	tap_ok "host 1 cut off: rank $victim names its address ($(grep -o 'host [^)]*10.79.0.2[^)]*' "$tmp/$job.rank$victim.out" | head -n 1))"
+else
+	tap_fail "partition" "rank $victim does not name 10.79.0.2, or a rank was left running" \
+		"$(grep -h . "$tmp/$job.rank$victim.out" | tail -n 3)"
 fi
