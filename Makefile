@@ -74,7 +74,7 @@ CHECK_AREAS ?= $(TEST_AREAS)
 
 .DEFAULT_GOAL := all
 .PHONY: all lib tools test-support selftests bench-build module module-required deps run \
-	check check-host check-valgrind bench install uninstall clean lint lint-lib lint-tools long-functions checkpatch sparse words asan tsan fuzz help
+	check check-host check-scale check-valgrind bench install uninstall clean lint lint-lib lint-tools long-functions checkpatch sparse words asan tsan fuzz help
 
 all: lib tools selftests bench-build $(if $(SAN),,module)
 
@@ -127,6 +127,17 @@ check-host:
 	+@$(SUBMAKE) lib tools selftests || \
 		{ echo "make check-host: build failed (see above)"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 	@$(TOP)/scripts/check --build $(O) --areas "$(CHECK_AREAS)"
+
+# The multi-host tests at scale (network namespaces as hosts; needs root):
+# selftests/net/net_scale.sh at SCALE_HOSTS x SCALE_RANKS (default 8 x 8,
+# minutes on 2 cpus; make check runs it at 4 x 2).
+SCALE_HOSTS ?= 8
+SCALE_RANKS ?= 8
+check-scale:
+	+@$(SUBMAKE) lib tools selftests || \
+		{ echo "make check-scale: build failed (see above)"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+	NPROXY_TOP=$(TOP) NPROXY_SCALE_HOSTS=$(SCALE_HOSTS) NPROXY_SCALE_RANKS=$(SCALE_RANKS) \
+		$(O)/selftests/net/net_scale.sh
 
 # foundation/ and packaging/ hold shell tests of the machinery and the
 # release build: nothing to instrument.

@@ -6,9 +6,112 @@
  * partial chunk, sendrecv's incoming chunk).  The op verb registers them
  * on first use and forgets them before they are freed.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "run_rank.h"
+
+/* Bytes one rank's buffers take at `size` (as run_buffers_alloc() sizes them). */
+static uint64_t rank_bytes(const struct run_opts *o, uint32_t world, uint64_t size)
+{
+	if (o->coll == RUN_SENDRECV)
+		return 2 * size + 8;
+	if (o->coll == RUN_ALLREDUCE)
+		return size + size / world + 8;
+	return size + 4ull * world;
+}
+
+static uint64_t read_u64(const char *path)
+{
+	unsigned long long v = 0;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%llu", &v) != 1)
+		v = 0;
+	fclose(f);
+	return v;
+}
+
+/* Room left under this process's memory cgroup limit (v1 or v2); 0: no limit found. */
+static uint64_t cgroup_room(void)
+{
+	char line[512], path[700];
+	uint64_t room = 0;
+	FILE *f = fopen("/proc/self/cgroup", "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		char *p = strchr(line, ':'), *q = p ? strchr(p + 1, ':') : NULL;
+		uint64_t lim, use;
+
+		if (!q)
+			continue;
+		q[strcspn(q, "\n")] = 0;
+		if (!strncmp(p, ":memory:", 8)) {
+			snprintf(path, sizeof(path), "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", q + 1);
+			lim = read_u64(path);
+			snprintf(path, sizeof(path), "/sys/fs/cgroup/memory%s/memory.usage_in_bytes", q + 1);
+		} else if (!strncmp(line, "0::", 3)) {
+			snprintf(path, sizeof(path), "/sys/fs/cgroup%s/memory.max", q + 1);
+			lim = read_u64(path);	/* "max" reads as 0: no limit */
+			snprintf(path, sizeof(path), "/sys/fs/cgroup%s/memory.current", q + 1);
+		} else {
+			continue;
+		}
+		use = read_u64(path);
+		/* v1 writes "no limit" as a huge number. */
+		if (lim && lim < (1ull << 60)) {
+			uint64_t r = lim > use ? lim - use : 0;
+
+			if (!room || r < room)
+				room = r;
+		}
+	}
+	fclose(f);
+	return room;
+}
+
+/* MemAvailable, or 0 when /proc/meminfo does not say. */
+static uint64_t mem_available(void)
+{
+	char line[256];
+	unsigned long long kb = 0;
+	FILE *f = fopen("/proc/meminfo", "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return (uint64_t)kb * 1024;
+}
+
+int run_memory_check(const struct run_rank *ranks, uint32_t n_local, uint32_t host_ranks)
+{
+	const struct run_opts *o = ranks[0].o;
+	uint64_t max = 0, need, avail, room;
+
+	for (uint32_t i = 0; i < o->n_sizes; i++)
+		if (o->sizes[i] > max)
+			max = o->sizes[i];
+	if (host_ranks < n_local)
+		host_ranks = n_local;
+	need = (uint64_t)host_ranks * rank_bytes(o, ranks[0].world, max);
+	avail = mem_available();
+	room = cgroup_room();
+	if (room && (!avail || room < avail))
+		avail = room;
+	if (!avail || need <= avail)
+		return RUN_EXIT_OK;
+	return run_fail(RUN_EXIT_FAILURE,
+			"%u ranks on this host with %llu-byte buffers would need %.2f GB, %.2f GB available%s",
+			host_ranks, (unsigned long long)max, need / 1e9, avail / 1e9,
+			avail == room ? " (memory cgroup limit)" : " (MemAvailable)");
+}
 
 int run_buffers_alloc(struct run_rank *rc, uint64_t size)
 {

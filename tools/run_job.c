@@ -198,6 +198,8 @@ int run_job(const struct run_opts *o, const struct run_place *place, struct run_
 		snprintf(rec->handshake, sizeof(rec->handshake), "%s",
 			 nproxy_hs_backend_name(nproxy_hs_backend_of(ranks[0].hs)));
 	}
+	if (!code)
+		code = run_memory_check(ranks, R, ranks[0].bus_size);
 	for (uint32_t si = 0; si < o->n_sizes && !code; si++) {
 		run_phase("%s %" PRIu64 " B", run_coll_name(o->coll), o->sizes[si]);
 		for (uint32_t i = 0; i < R && !code; i++)

@@ -68,6 +68,10 @@ int run_ring_iteration(struct run_rank *ranks, uint32_t n, double deadline);
 /* run_buffers.c: this size's buffers, zeroed and registered; and back. */
 int run_buffers_alloc(struct run_rank *rc, uint64_t size);
 void run_buffers_free(struct run_rank *rc);
+/* Before any buffer: every size fits in this host's memory (host_ranks of
+ * them, MemAvailable and the memory cgroup's room), else a run_fail()
+ * saying "would need N GB, M GB available". */
+int run_memory_check(const struct run_rank *ranks, uint32_t n_local, uint32_t host_ranks);
 
 /* run_verify.c: each rank's inputs for iteration iter; the check of the
  * result (wrong words, the first described in msg). */

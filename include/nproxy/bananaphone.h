@@ -140,6 +140,17 @@ NPROXY_API enum nproxy_status nproxy_bp_check_peers(struct nproxy_bp *bp, uint32
  * nproxy_bp_abandon(), else gone_rank itself. */
 NPROXY_API uint32_t nproxy_bp_blame(const struct nproxy_bp *bp, uint32_t gone_rank);
 /*
+ * Liveness now, for a caller waiting on something else (never sleeps):
+ * NPROXY_PEER_DEAD (text in nproxy_bp_strerror()) once a peer died,
+ * NPROXY_SUCCESS otherwise, also before every rank joined.
+ */
+NPROXY_API enum nproxy_status nproxy_bp_check(struct nproxy_bp *bp);
+/*
+ * The peer whose death this rank saw or was told of by the bus: true and
+ * its bus rank and pid, or false when none.
+ */
+NPROXY_API bool nproxy_bp_dead_peer(const struct nproxy_bp *bp, uint32_t *rank, int *pid);
+/*
  * Unmap, close, free.  NULL is a no-op.  Without nproxy_bp_hangup() first, peers
  * see this rank die (NPROXY_PEER_DEAD) once the process exits: the
  * abnormal-exit path.

@@ -104,6 +104,33 @@ NPROXY_API const char *nproxy_net_provider(const struct nproxy_net *net);
 NPROXY_API const char *nproxy_net_strerror(const struct nproxy_net *net);
 
 /*
+ * Cross-host abort.  A rank that learns that rank dead_rank died (its
+ * host's bus saw it; dead_pid its pid, 0 if unknown) calls
+ * nproxy_net_abort(): the engine fails with NPROXY_PEER_DEAD here and the
+ * message reaches every other rank over the engine in ceil(log2 n) hops
+ * (a binomial tree that routes around the dead rank), whose engines fail
+ * the same way.  A no-progress deadline does not start one (in a ring
+ * every rank stalls at once and would blame a live neighbour): its error
+ * names the silent peer and its host address instead.  It waits at most 0.5 s for its sends to
+ * leave, so the caller may exit right after.  Only the first call counts.
+ *
+ * Messages are received while the engine's completion queue is driven:
+ * by the seam's progress and the host barrier's test, or, for a caller
+ * waiting on something else, by nproxy_net_poll(), which returns the
+ * engine's sticky status (NPROXY_SUCCESS while nothing failed).
+ *
+ * nproxy_net_abort_reason(): "" until an abort was started or received,
+ * then "rank D (pid P, host A) <what happened> (reported by rank O)" --
+ * the first one this rank learnt; host A is the dead rank's address as
+ * the reporting rank's provider prints it.  nproxy_net_strerror() says
+ * the same once the abort is what failed the engine.
+ */
+NPROXY_API void nproxy_net_abort(struct nproxy_net *net, uint32_t dead_rank, int dead_pid,
+				 const char *why);
+NPROXY_API enum nproxy_status nproxy_net_poll(struct nproxy_net *net);
+NPROXY_API const char *nproxy_net_abort_reason(const struct nproxy_net *net);
+
+/*
  * The rendezvous on its own (also used by tests and tools): all-gather
  * blobs of any size over TCP at root "host:port", rank 0 listening.
  */

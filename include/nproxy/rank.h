@@ -158,6 +158,17 @@ NPROXY_API void nproxy_rank_abandon(struct nproxy_rank *rank);
  * Valid until the next call on the rank (the next open in this thread).
  */
 NPROXY_API const char *nproxy_rank_strerror(const struct nproxy_rank *rank);
+/*
+ * Liveness of the whole job, for a caller's wait loop (never sleeps; call
+ * it every few ms): polls this host's bus and drives the engine's abort
+ * receive.  A local rank's death seen on the bus is sent to every other
+ * rank of the job (nproxy_net_abort(): rank, pid, host); an abort from
+ * another host fails the engine.  Returns NPROXY_PEER_DEAD (or the
+ * engine's sticky error) with nproxy_rank_strerror() naming the dead
+ * rank, its pid and host, else NPROXY_SUCCESS.  nproxy_rank_abandon()
+ * sends the same abort when the bus saw a death.
+ */
+NPROXY_API enum nproxy_status nproxy_rank_check(struct nproxy_rank *rank);
 
 /* The parts, owned by the rank: valid until nproxy_rank_close(). */
 NPROXY_API struct nproxy_comm *nproxy_rank_comm(struct nproxy_rank *rank);

@@ -92,6 +92,9 @@ static struct nproxy_bp *bp_alloc(const char *job_id, uint32_t rank, uint32_t n_
 	bp->state = BP_S_JOINING;
 	bp->memfd = -1;
 	bp->sock = -1;
+	bp->watch_fd = -1;
+	bp->watch_rank = BP_WAIT_ANY;
+	bp->want_watch = BP_WAIT_ANY;
 	snprintf(bp->job_id, sizeof(bp->job_id), "%s", job_id);
 	for (i = 0; i < NPROXY_BP_MAX_RANKS; i++)
 		bp->pidfds[i] = -1;
@@ -115,6 +118,8 @@ static void bp_free(struct nproxy_bp *bp)
 	for (i = 0; i < NPROXY_BP_MAX_RANKS; i++)
 		if (bp->pidfds[i] >= 0)
 			close(bp->pidfds[i]);
+	if (bp->watch_fd >= 0)
+		close(bp->watch_fd);
 	npx_bp_segment_unmap(bp);
 	free(bp);
 }
@@ -403,7 +408,7 @@ enum nproxy_status nproxy_bp_barrier_arrive(struct nproxy_bp *bp, uint64_t seq)
 enum nproxy_status nproxy_bp_barrier_test(struct nproxy_bp *bp, uint64_t seq, bool *done)
 {
 	enum nproxy_status st;
-	uint32_t wait_for;
+	uint32_t wait_for = BP_WAIT_ANY;
 	enum bp_step step;
 
 	if (!bp)
@@ -431,6 +436,7 @@ enum nproxy_status nproxy_bp_barrier_test(struct nproxy_bp *bp, uint64_t seq, bo
 	if (bp->barrier_published < bp->barrier_seq)
 		npx_bp_barrier_publish(bp, bp->barrier_seq);
 	step = npx_bp_barrier_check(bp, seq, &wait_for);
+	bp->want_watch = wait_for;
 	if (step == BP_STEP_ERROR)
 		return bp->sticky;
 	if (step == BP_STEP_DONE) {
@@ -439,6 +445,17 @@ enum nproxy_status nproxy_bp_barrier_test(struct nproxy_bp *bp, uint64_t seq, bo
 	}
 	/* Not done: the worker calls again soon; poll the pidfds at most
 	 * every BP_WAIT_SLICE_MS so a dead peer still surfaces. */
+	return npx_bp_check_live(bp, false);
+}
+
+enum nproxy_status nproxy_bp_check(struct nproxy_bp *bp)
+{
+	if (!bp)
+		return NPROXY_INVALID;
+	if (bp->state == BP_S_BROKEN)
+		return bp->sticky;
+	if (bp->state != BP_S_READY)
+		return NPROXY_SUCCESS;
 	return npx_bp_check_live(bp, false);
 }
 

@@ -17,7 +17,7 @@
 #include "common/common_internal.h"
 
 #define BP_MAGIC		0x4e504250u	/* "NPBP" */
-#define BP_VERSION		1
+#define BP_VERSION		2
 #define BP_CACHELINE		64
 #define BP_SLOT_SIZE		8192
 #define BP_SLOT_HDR		64
@@ -46,6 +46,10 @@ struct bp_ctl {
 	uint64_t rings_off;	/* ring r at rings_off + r * ring_stride */
 	uint64_t ring_stride;
 	char job_id[NPROXY_BP_MAX_JOB_ID + 1];
+	/* 1 + the first rank seen dead by anyone, or 0.  Only the leader
+	 * watches every follower; it (or a follower that saw a death) posts it
+	 * here so that every rank learns of a death it does not watch. */
+	_Atomic uint32_t dead;
 };
 
 /* One per rank.  Line 0 is what others write (bell) and read to decide
@@ -100,7 +104,7 @@ struct bp_slot_hdr {
 enum bp_wire_type {
 	BP_WIRE_HELLO	= 1,	/* follower -> leader */
 	BP_WIRE_BYE	= 2,	/* follower -> leader: hung up before the welcome */
-	BP_WIRE_WELCOME	= 3,	/* leader -> follower, SCM_RIGHTS: memfd, pidfd[0..n-1] */
+	BP_WIRE_WELCOME	= 3,	/* leader -> follower, SCM_RIGHTS: the memfd */
 	BP_WIRE_REFUSE	= 4,	/* leader -> follower: status + text, then close */
 };
 
@@ -121,7 +125,7 @@ struct bp_wire_reply {
 	uint16_t version;
 	uint16_t type;
 	int32_t status;		/* enum nproxy_status */
-	uint32_t n_fds;		/* WELCOME: 1 + n_ranks */
+	uint32_t n_fds;		/* WELCOME: 1 */
 	char text[232];
 };
 
@@ -159,9 +163,15 @@ struct nproxy_bp {
 	struct bp_ctl *ctl;
 	int memfd;		/* leader, until the welcomes are sent */
 
-	/* peers */
+	/* peers.  Descriptors stay O(1) per follower and O(processes) for the
+	 * leader: the leader holds one pidfd per other process, a follower
+	 * only the leader's and the one of the rank it waits for (watch_fd);
+	 * ranks in this process are never watched (their death is ours). */
 	pid_t pids[NPROXY_BP_MAX_RANKS];
-	int pidfds[NPROXY_BP_MAX_RANKS];	/* -1 for self */
+	int pidfds[NPROXY_BP_MAX_RANKS];	/* -1: not watched by this rank */
+	uint32_t want_watch;	/* rank the current wait waits for, or BP_WAIT_ANY */
+	uint32_t watch_rank;	/* rank watch_fd belongs to, or BP_WAIT_ANY */
+	int watch_fd;
 	uint64_t next_live_check_ns;
 
 	/* join */

@@ -9,9 +9,14 @@
  *   check SO_PEERCRED uid == ours
  *   HELLO {rank, n_ranks, job_id} ->   valid, rank in 1..n-1 and free?
  *                                      pidfd_open(peer pid from SO_PEERCRED)
+ *                                      unless it is the leader's own process
  *                                   <- REFUSE {status, text} and close, or,
  *                                      once every rank has joined:
- *                                   <- WELCOME + SCM_RIGHTS {memfd, pidfd[0..n-1]}
+ *                                   <- WELCOME + SCM_RIGHTS {memfd}
+ *
+ * Every pid is in the segment (npx_bp_rank_ctl.pid); the leader keeps one
+ * pidfd per other process, a follower the leader's (see
+ * bananaphone_liveness.c), so no message carries more than one fd.
  *
  * The leader never trusts a request: short, long, garbage, wrong job,
  * wrong uid, rank taken or out of range, silent or early-closing clients
@@ -141,8 +146,9 @@ enum nproxy_status npx_bp_dial(struct nproxy_bp *bp, uint32_t timeout_ms)
 				sun.sun_path + 1, (int)cred.pid, (unsigned int)cred.uid,
 				(unsigned int)geteuid());
 	bp->pids[0] = cred.pid;
-	bp->pidfds[0] = npx_bp_pidfd_open(cred.pid);
-	if (bp->pidfds[0] < 0)
+	/* A leader in this very process cannot die without us. */
+	bp->pidfds[0] = cred.pid == getpid() ? -1 : npx_bp_pidfd_open(cred.pid);
+	if (bp->pidfds[0] < 0 && cred.pid != getpid())
 		return npx_bp_error(bp, NPROXY_FAILURE, "pidfd_open of the leader (pid %d): %s",
 				(int)cred.pid, strerror(errno));
 
@@ -178,13 +184,15 @@ static void send_reply(int fd, enum bp_wire_type type, enum nproxy_status st, co
 		       const int *fds, uint32_t n_fds)
 {
 	union {
-		char buf[CMSG_SPACE(sizeof(int) * (NPROXY_BP_MAX_RANKS + 1))];
+		char buf[CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
 	} cbuf;
 	struct bp_wire_reply reply;
 	struct iovec iov = { .iov_base = &reply, .iov_len = sizeof(reply) };
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
 
+	if (n_fds > 1)
+		n_fds = 1;
 	memset(&reply, 0, sizeof(reply));
 	reply.magic = BP_MAGIC;
 	reply.version = BP_VERSION;
@@ -254,15 +262,28 @@ static void conn_refuse(struct nproxy_bp *bp, uint32_t i, enum nproxy_status st,
 	conn_drop(bp, i);
 }
 
-static void accept_all(struct nproxy_bp *bp)
+/*
+ * Out of descriptors, a join request could only wait in the backlog until
+ * every rank's timeout: end the join now, telling everyone why.
+ */
+static enum nproxy_status accept_all(struct nproxy_bp *bp)
 {
 	for (;;) {
 		struct ucred cred;
 		int fd = accept4(bp->sock, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		struct bp_conn *c;
 
+		if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+			char text[200];
+
+			snprintf(text, sizeof(text),
+				 "leader (pid %d) cannot accept a join request: %s (ulimit -n %ld)",
+				 (int)getpid(), strerror(errno), sysconf(_SC_OPEN_MAX));
+			npx_bp_join_abort(bp, NPROXY_RESOURCE, text);
+			return npx_bp_fail(bp, NPROXY_RESOURCE, "%s", text);
+		}
 		if (fd < 0)
-			return;		/* EAGAIN, or a client that already went away */
+			return NPROXY_SUCCESS;	/* EAGAIN, or a client that already went away */
 		if (bp->n_conns == BP_MAX_CONNS) {
 			send_reply(fd, BP_WIRE_REFUSE, NPROXY_BUSY,
 				   "leader has too many pending join connections", NULL, 0);
@@ -321,8 +342,9 @@ static void take_hello(struct nproxy_bp *bp, uint32_t i, const struct bp_wire_he
 			return conn_refuse(bp, i, NPROXY_BUSY,
 					   "pid %d claims rank %u, already taken by pid %d",
 					   (int)c->pid, h->rank, (int)bp->conns[j].pid);
-	c->pidfd = npx_bp_pidfd_open(c->pid);
-	if (c->pidfd < 0 && errno != ESRCH)
+	/* A rank of this process is never watched: its death is ours. */
+	c->pidfd = c->pid == getpid() ? -1 : npx_bp_pidfd_open(c->pid);
+	if (c->pidfd < 0 && c->pid != getpid() && errno != ESRCH)
 		return conn_refuse(bp, i, NPROXY_FAILURE, "pidfd_open(%d): %s", (int)c->pid,
 				   strerror(errno));
 	c->rank = h->rank;
@@ -342,7 +364,7 @@ static enum nproxy_status follower_lost(struct nproxy_bp *bp, uint32_t i, bool s
 
 	/* The socket closes in do_exit() before the pidfd turns readable:
 	 * give a dying process a moment to finish dying. */
-	if (!said_bye && (c->pidfd < 0 || poll(&pfd, 1, 100) == 1)) {
+	if (!said_bye && ((c->pidfd < 0 && c->pid != getpid()) || poll(&pfd, 1, 100) == 1)) {
 		st = NPROXY_PEER_DEAD;
 		snprintf(text, sizeof(text), "rank %u (pid %d) died before every rank joined",
 			 c->rank, (int)c->pid);
@@ -380,7 +402,8 @@ static enum nproxy_status conn_input(struct nproxy_bp *bp, uint32_t i, short rev
 	}
 	if (!c->joined) {
 		take_hello(bp, i, &buf.hello, n);
-		if (i < bp->n_conns && bp->conns[i].joined && bp->conns[i].pidfd < 0)
+		if (i < bp->n_conns && bp->conns[i].joined && bp->conns[i].pidfd < 0 &&
+		    bp->conns[i].pid != getpid())
 			return follower_lost(bp, i, false);
 		return NPROXY_SUCCESS;
 	}
@@ -395,21 +418,15 @@ static enum nproxy_status conn_input(struct nproxy_bp *bp, uint32_t i, short rev
 
 static enum nproxy_status send_welcomes(struct nproxy_bp *bp)
 {
-	int fds[NPROXY_BP_MAX_RANKS + 1];
-	uint32_t i;
-	int self;
+	uint32_t i, r;
 
-	self = npx_bp_pidfd_open(getpid());
-	if (self < 0)
-		return npx_bp_fail(bp, NPROXY_FAILURE, "pidfd_open(self): %s", strerror(errno));
-	fds[0] = bp->memfd;
-	fds[1] = self;
+	bp->pids[0] = getpid();
+	npx_bp_rank_ctl(bp, 0)->pid = (uint32_t)getpid();
 	for (i = 0; i < bp->n_conns; i++) {
 		struct bp_conn *c = &bp->conns[i];
 
 		if (!c->joined)
 			continue;
-		fds[1 + c->rank] = c->pidfd;
 		bp->pids[c->rank] = c->pid;
 		npx_bp_rank_ctl(bp, c->rank)->pid = (uint32_t)c->pid;
 	}
@@ -417,15 +434,19 @@ static enum nproxy_status send_welcomes(struct nproxy_bp *bp)
 		struct bp_conn *c = &bp->conns[i];
 
 		if (c->joined)
-			send_reply(c->fd, BP_WIRE_WELCOME, NPROXY_SUCCESS, bp->job_id, fds, bp->n + 1);
+			send_reply(c->fd, BP_WIRE_WELCOME, NPROXY_SUCCESS, bp->job_id, &bp->memfd, 1);
 	}
-	close(self);
-	/* Keep the followers' pidfds; drop the connections, answering any
-	 * that never made a valid request. */
+	/* Keep one follower pidfd per process; drop the connections,
+	 * answering any that never made a valid request. */
 	for (i = 0; i < bp->n_conns; i++) {
 		struct bp_conn *c = &bp->conns[i];
+		bool dup = false;
 
-		if (c->joined) {
+		if (!c->joined || c->pidfd < 0)
+			continue;
+		for (r = 1; r < bp->n && !dup; r++)
+			dup = bp->pidfds[r] >= 0 && bp->pids[r] == c->pid;
+		if (!dup) {
 			bp->pidfds[c->rank] = c->pidfd;
 			c->pidfd = -1;
 		}
@@ -472,8 +493,11 @@ static enum nproxy_status leader_join_step(struct nproxy_bp *bp, uint64_t deadli
 		if (st)
 			return st;
 	}
-	if (ret > 0 && pfd[0].revents)
-		accept_all(bp);
+	if (ret > 0 && pfd[0].revents) {
+		st = accept_all(bp);
+		if (st)
+			return st;
+	}
 	if (bp->n_joined == bp->n - 1)
 		return send_welcomes(bp);
 	if (!deadline_ns)
@@ -521,43 +545,70 @@ static enum nproxy_status take_welcome(struct nproxy_bp *bp, const struct bp_wir
 	enum nproxy_status st;
 	uint32_t r;
 
-	if (n_fds != bp->n + 1 || reply->n_fds != bp->n + 1)
+	if (n_fds != 1 || reply->n_fds != 1)
 		return npx_bp_fail(bp, NPROXY_FAILURE,
-			       "leader's welcome carried %u fds (says %u), expected %u", n_fds,
-			       reply->n_fds, bp->n + 1);
+			       "leader's welcome carried %u fds (says %u), expected 1", n_fds,
+			       reply->n_fds);
 	st = npx_bp_segment_attach(bp, fds[0]);
 	if (st)
 		return st;
-	for (r = 1; r < bp->n; r++) {
-		if (r == bp->rank)
-			continue;
-		bp->pidfds[r] = fds[1 + r];
-		bp->pids[r] = (pid_t)npx_bp_rank_ctl(bp, r)->pid;
-	}
-	/* fds[1 + 0]: we opened the leader's pidfd at connect already. */
+	for (r = 1; r < bp->n; r++)
+		if (r != bp->rank)
+			bp->pids[r] = (pid_t)npx_bp_rank_ctl(bp, r)->pid;
+	/* The leader's pidfd was opened at connect already. */
 	close(fds[0]);
-	close(fds[1]);
-	close(fds[1 + bp->rank]);
 	close(bp->sock);
 	bp->sock = -1;
 	bp->state = BP_S_READY;
 	return npx_bp_check_dead(bp);
 }
 
+/* The fds a message carried, at most max of them (the rest closed). */
+static uint32_t passed_fds(struct msghdr *msg, int *fds, uint32_t max)
+{
+	struct cmsghdr *cm;
+	uint32_t n_fds = 0;
+
+	for (cm = CMSG_FIRSTHDR(msg); cm; cm = CMSG_NXTHDR(msg, cm)) {
+		size_t cnt;
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		cnt = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t k = 0; k < cnt; k++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(cm) + k * sizeof(int), sizeof(int));
+			if (n_fds < max)
+				fds[n_fds++] = fd;
+			else
+				close(fd);
+		}
+	}
+	return n_fds;
+}
+
+/* The kernel drops passed fds a full descriptor table cannot take. */
+static enum nproxy_status welcome_cut_off(struct nproxy_bp *bp)
+{
+	return npx_bp_fail(bp, NPROXY_RESOURCE,
+		       "the leader's welcome lost its file descriptor (MSG_CTRUNC): this process is out of file descriptors (Too many open files, ulimit -n %ld)",
+		       sysconf(_SC_OPEN_MAX));
+}
+
 static enum nproxy_status follower_join_step(struct nproxy_bp *bp, uint64_t deadline_ns)
 {
 	union {
-		char buf[CMSG_SPACE(sizeof(int) * (NPROXY_BP_MAX_RANKS + 1))];
+		char buf[CMSG_SPACE(sizeof(int) * 4)];
 		struct cmsghdr align;
 	} cbuf;
 	struct pollfd pfd = { .fd = bp->sock, .events = POLLIN };
 	struct bp_wire_reply reply;
 	struct iovec iov = { .iov_base = &reply, .iov_len = sizeof(reply) };
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
-	int fds[NPROXY_BP_MAX_RANKS + 1];
+	int fds[4];
 	enum nproxy_status st;
 	uint32_t n_fds = 0, k;
-	struct cmsghdr *cm;
 	ssize_t n;
 	int ret;
 
@@ -586,24 +637,12 @@ static enum nproxy_status follower_join_step(struct nproxy_bp *bp, uint64_t dead
 	}
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return NPROXY_SUCCESS;
-	for (cm = CMSG_FIRSTHDR(&msg); n >= 0 && cm; cm = CMSG_NXTHDR(&msg, cm)) {
-		uint32_t cnt;
-
-		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-			continue;
-		cnt = (uint32_t)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-		for (k = 0; k < cnt; k++) {
-			int fd;
-
-			memcpy(&fd, CMSG_DATA(cm) + k * sizeof(int), sizeof(int));
-			if (n_fds < NPROXY_BP_MAX_RANKS + 1)
-				fds[n_fds++] = fd;
-			else
-				close(fd);
-		}
-	}
+	if (n >= 0)
+		n_fds = passed_fds(&msg, fds, 4);
 	if (n <= 0)
 		st = leader_lost(bp);
+	else if (msg.msg_flags & MSG_CTRUNC)
+		st = welcome_cut_off(bp);
 	else if (n != (ssize_t)sizeof(reply) || reply.magic != BP_MAGIC ||
 		 reply.version != BP_VERSION || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
 		st = npx_bp_fail(bp, NPROXY_FAILURE, "malformed reply from the leader (pid %d), %zd bytes",

@@ -13,8 +13,9 @@
  * no wakeup is lost, and a notifier makes no syscall while nobody sleeps.
  * Before sleeping a waiter may spin (pinned, ranks <= cpus) and then
  * yields the cpu a couple of times.
- * Sleeps last at most BP_WAIT_SLICE_MS so that the peers' pidfds are
- * polled often enough to turn a death into an error within ~2 slices.
+ * Sleeps last at most BP_WAIT_SLICE_MS so that the watched pidfds and the
+ * segment's death notice are polled often enough to turn a death into an
+ * error within ~2 slices.
  */
 #include <errno.h>
 #include <limits.h>
@@ -125,6 +126,7 @@ enum nproxy_status npx_bp_wait(struct nproxy_bp *bp, bp_step_fn step, void *arg,
 		}
 		now = npx_now_ns();
 		if (now >= deadline_ns) {
+			bp->want_watch = wf;
 			st = npx_bp_check_live(bp, true);
 			if (st)
 				return st;
@@ -135,6 +137,7 @@ enum nproxy_status npx_bp_wait(struct nproxy_bp *bp, bp_step_fn step, void *arg,
 			return npx_bp_error(bp, NPROXY_TIMEOUT,
 					"%s timed out waiting for its readers to make room", what);
 		}
+		bp->want_watch = wf;
 		st = npx_bp_check_live(bp, false);
 		if (st)
 			return st;

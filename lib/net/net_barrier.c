@@ -7,7 +7,9 @@
  * drives the CQ (manual progress) and the per-barrier deadline.
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <nproxy/log.h>
 #include "net_internal.h"
@@ -147,26 +149,18 @@ out:
 	return st;
 }
 
-static enum nproxy_status bar_test(void *ctx, uint64_t seq, bool *done)
+/*
+ * Drive barrier `seq` (the active one) as far as it goes without waiting;
+ * net->lock held.  `limit_ms` from the arrival is its deadline; `what`
+ * names it in the error.
+ */
+static enum nproxy_status bar_step(struct nproxy_net *net, uint64_t seq, bool *done, int limit_ms,
+				   const char *what)
 {
-	struct nproxy_net *net = ctx;
 	struct net_barrier *bar = net->bar;
 	enum nproxy_status st;
 	uint32_t moved = 0;
 
-	*done = false;
-	pthread_mutex_lock(&net->lock);
-	if (seq > bar->seq || seq == 0) {
-		npx_net_set_err(net, "host barrier %" PRIu64 ": tested before arrive (at %" PRIu64 ")",
-			    seq, bar->seq);
-		st = NPROXY_INVALID;
-		goto out;
-	}
-	if (seq < bar->seq || !bar->active) {
-		*done = true;
-		st = NPROXY_SUCCESS;
-		goto out;
-	}
 	st = net->failed;
 	if (st == NPROXY_SUCCESS)
 		st = npx_net_drain_cq(net, &moved);
@@ -183,8 +177,8 @@ static enum nproxy_status bar_test(void *ctx, uint64_t seq, bool *done)
 		    !(bar->send[k].posted || bar->send[k].done))
 			break;
 		if (bar->payload[BAR_MAX_ROUNDS + k] != seq) {
-			npx_net_set_err(net, "host barrier %" PRIu64 ": rank %u sent barrier %" PRIu64
-				    " in round %u", seq, bar->recv[k].peer,
+			npx_net_set_err(net, "%s %" PRIu64 ": rank %u sent barrier %" PRIu64
+				    " in round %u", what, seq, bar->recv[k].peer,
 				    bar->payload[BAR_MAX_ROUNDS + k], k);
 			st = NPROXY_NET_ERROR;
 			break;
@@ -192,7 +186,7 @@ static enum nproxy_status bar_test(void *ctx, uint64_t seq, bool *done)
 		bar->round++;
 	}
 	if (st != NPROXY_SUCCESS)
-		goto out;
+		return st;
 	if (bar->round == bar->rounds) {
 		bool sent = true;
 
@@ -201,22 +195,77 @@ static enum nproxy_status bar_test(void *ctx, uint64_t seq, bool *done)
 		if (sent) {
 			bar->active = false;
 			*done = true;
-			goto out;
+			return NPROXY_SUCCESS;
 		}
 	}
-	if (npx_now_ms() - bar->arrived_ms > net->timeout_ms) {
+	if (npx_now_ms() - bar->arrived_ms > limit_ms) {
 		uint32_t k = bar->round < bar->rounds ? bar->round : 0;
+		uint32_t peer = bar->round < bar->rounds ? bar->recv[k].peer : bar->send[k].peer;
+		char host[64];
 
-		npx_net_set_err(net, "host barrier %" PRIu64 ": round %u (%s rank %u) not done within %d ms: peer dead or unreachable",
-			    seq, k, bar->round < bar->rounds ? "recv from" : "send to",
-			    bar->round < bar->rounds ? bar->recv[k].peer : bar->send[k].peer,
-			    net->timeout_ms);
+		npx_net_peer_host(net, peer, host, sizeof(host));
+		npx_net_set_err(net, "%s %" PRIu64 ": round %u (%s rank %u) not done within %d ms: peer dead or unreachable (host %s)",
+			    what, seq, k, bar->round < bar->rounds ? "recv from" : "send to",
+			    peer, limit_ms, host);
 		st = NPROXY_TIMEOUT;
 		if (!net->failed)
 			net->failed = st;
 	}
-out:
+	return st;
+}
+
+static enum nproxy_status bar_test(void *ctx, uint64_t seq, bool *done)
+{
+	struct nproxy_net *net = ctx;
+	struct net_barrier *bar = net->bar;
+	enum nproxy_status st;
+
+	*done = false;
+	pthread_mutex_lock(&net->lock);
+	if (seq > bar->seq || seq == 0) {
+		npx_net_set_err(net, "host barrier %" PRIu64 ": tested before arrive (at %" PRIu64 ")",
+			    seq, bar->seq);
+		st = NPROXY_INVALID;
+	} else if (seq < bar->seq || !bar->active) {
+		*done = true;
+		st = NPROXY_SUCCESS;
+	} else {
+		st = bar_step(net, seq, done, net->timeout_ms, "host barrier");
+	}
 	pthread_mutex_unlock(&net->lock);
+	return st;
+}
+
+/*
+ * Connect before the first op.  Connected providers over RDM (ofi_rxm)
+ * connect on the first message to a peer, and at 64 ranks over 8 hosts
+ * the first collective spent seconds connecting, inside the ops' own
+ * no-progress deadline.  One dissemination barrier at open, numbered 0
+ * (the callers' barriers start at 1), connects every rank to r +- 2^k,
+ * its ring neighbours among them, under the open's (rendezvous) deadline;
+ * every rank is inside nproxy_net_open() then, driving its progress.
+ */
+enum nproxy_status npx_net_barrier_connect(struct nproxy_net *net, int limit_ms)
+{
+	struct net_barrier *bar = net->bar;
+	struct timespec nap = { .tv_sec = 0, .tv_nsec = 200000 };
+	enum nproxy_status st;
+	bool done = false;
+
+	if (!bar->rounds)
+		return NPROXY_SUCCESS;
+	bar->seq = 0;
+	bar->round = 0;
+	bar->arrived_ms = npx_now_ms();
+	bar->active = true;
+	for (uint32_t k = 0; k < bar->rounds; k++)
+		bar->send[k].done = bar->recv[k].done = 0;
+	st = post_round(net, 0);
+	while (st == NPROXY_SUCCESS && !done) {
+		st = bar_step(net, 0, &done, limit_ms, "connecting to the peers: barrier");
+		if (st == NPROXY_SUCCESS && !done)
+			nanosleep(&nap, NULL);
+	}
 	return st;
 }
 

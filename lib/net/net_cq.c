@@ -99,6 +99,15 @@ static enum nproxy_status read_cq_error(struct nproxy_net *net)
 			    fi_strerror(e.err), prov_text);
 		return npx_net_fail(net, NPROXY_NET_ERROR);
 	}
+	if (req->kind == NET_REQ_ABORT) {
+		/* An abort to a rank that is gone fails; that ends nothing. */
+		npx_net_abort_complete(net, req, false);
+		if (e.err != FI_ECANCELED)
+			nproxy_log(NPROXY_LOG_WARN, "net rank %u: abort %s rank %u: %s (%s)",
+				   net->rank, req->is_send ? "send to" : "receive from",
+				   req->peer, fi_strerror(e.err), prov_text);
+		return NPROXY_SUCCESS;
+	}
 	if (req->kind == NET_REQ_BARRIER) {
 		npx_net_barrier_complete(net, req, false);
 		if (e.err == FI_ECANCELED)
@@ -161,6 +170,10 @@ enum nproxy_status npx_net_drain_cq(struct nproxy_net *net, uint32_t *moved)
 
 			if (req->kind == NET_REQ_BARRIER) {
 				npx_net_barrier_complete(net, req, true);
+				continue;
+			}
+			if (req->kind == NET_REQ_ABORT) {
+				npx_net_abort_complete(net, req, true);
 				continue;
 			}
 			struct net_op_state *s = (struct net_op_state *)req;

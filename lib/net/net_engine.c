@@ -444,9 +444,12 @@ static enum nproxy_status check_deadlines(struct nproxy_net *net, struct net_blo
 	if (b->eagain_since_ms && now - b->eagain_since_ms > net->timeout_ms) {
 		const struct nproxy_net_op *op = &b->fifos.ops[b->eagain_op];
 
-		npx_net_set_err(net, "stream %u bb %u op %u: %s rank %u (%u bytes): provider refused the post (-FI_EAGAIN) for %d ms: peer dead or unreachable",
+		char host[64];
+
+		npx_net_peer_host(net, op->peer, host, sizeof(host));
+		npx_net_set_err(net, "stream %u bb %u op %u: %s rank %u (%u bytes): provider refused the post (-FI_EAGAIN) for %d ms: peer dead or unreachable (host %s)",
 			    b->stream, b->bb, b->eagain_op, op_kind(op), op->peer, op->len,
-			    net->timeout_ms);
+			    net->timeout_ms, host);
 		return npx_net_fail(net, NPROXY_TIMEOUT);
 	}
 	if (!b->n_inflight)
@@ -463,10 +466,13 @@ static enum nproxy_status check_deadlines(struct nproxy_net *net, struct net_blo
 		if (now - since > net->timeout_ms) {
 			const struct nproxy_net_op *op = &b->fifos.ops[i];
 
+			char host[64];
+
+			npx_net_peer_host(net, op->peer, host, sizeof(host));
 			npx_net_set_err(net,
-				    "stream %u bb %u op %u: %s rank %u (%u bytes) made no progress for %d ms: peer dead or unreachable",
+				    "stream %u bb %u op %u: %s rank %u (%u bytes) made no progress for %d ms: peer dead or unreachable (host %s)",
 				    b->stream, b->bb, i, op_kind(op), op->peer, op->len,
-				    net->timeout_ms);
+				    net->timeout_ms, host);
 			return npx_net_fail(net, NPROXY_TIMEOUT);
 		}
 	}
@@ -602,3 +608,42 @@ const struct nproxy_seam_ops npx_net_seam_ops = {
 	.progress = net_progress,
 	.stop = net_stop,
 };
+
+/* nproxy_net_abort() waits this long for its sends: its caller may exit next. */
+#define ABORT_FLUSH_MS	500
+
+NPROXY_API void nproxy_net_abort(struct nproxy_net *net, uint32_t dead_rank, int dead_pid,
+				 const char *why)
+{
+	struct timespec nap = { .tv_sec = 0, .tv_nsec = 200000 };
+	int64_t until;
+	uint32_t moved = 0;
+
+	if (!net)
+		return;
+	pthread_mutex_lock(&net->lock);
+	npx_net_abort_locked(net, dead_rank, dead_pid, why);
+	until = npx_now_ms() + ABORT_FLUSH_MS;
+	while (npx_net_abort_sending(net) && npx_now_ms() < until) {
+		npx_net_drain_cq(net, &moved);
+		pthread_mutex_unlock(&net->lock);
+		nanosleep(&nap, NULL);
+		pthread_mutex_lock(&net->lock);
+	}
+	pthread_mutex_unlock(&net->lock);
+}
+
+NPROXY_API enum nproxy_status nproxy_net_poll(struct nproxy_net *net)
+{
+	enum nproxy_status st;
+	uint32_t moved = 0;
+
+	if (!net)
+		return NPROXY_INVALID;
+	pthread_mutex_lock(&net->lock);
+	npx_net_drain_cq(net, &moved);
+	npx_net_abort_repost(net);
+	st = net->failed;
+	pthread_mutex_unlock(&net->lock);
+	return st;
+}

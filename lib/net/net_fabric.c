@@ -335,8 +335,15 @@ NPROXY_API enum nproxy_status nproxy_net_open(const struct nproxy_net_opts *opts
 	if (st != NPROXY_SUCCESS)
 		goto fail;
 	st = npx_net_barrier_init(net);
+	if (st == NPROXY_SUCCESS)
+		st = npx_net_abort_init(net);
 	if (st != NPROXY_SUCCESS)
 		goto fail_local;
+	/* shm needs no connection; every other provider may make one lazily. */
+	if (strcmp(net->prov, "shm"))
+		st = npx_net_barrier_connect(net, x.timeout_ms);
+	if (st != NPROXY_SUCCESS)
+		goto fail;
 	npx_net_xchg_close(&x);
 	nproxy_log(NPROXY_LOG_INFO, "net rank %u of %u: comm %u on %s, %u credits, %d ms timeout",
 		   net->rank, net->n_ranks, net->comm_id, net->prov, net->credits, net->timeout_ms);
@@ -356,8 +363,10 @@ NPROXY_API void nproxy_net_close(struct nproxy_net *net)
 	if (!net)
 		return;
 	npx_net_engine_close(net);	/* cancels posted ops, forgets blocks */
-	if (net->ep)
+	if (net->ep) {
 		npx_net_barrier_cancel(net);
+		npx_net_abort_cancel(net);
+	}
 	if (net->ep)
 		fi_close(&net->ep->fid);
 	npx_net_mr_close_all(net);
@@ -374,6 +383,7 @@ NPROXY_API void nproxy_net_close(struct nproxy_net *net)
 	/* Only now, with the endpoint gone, can no provider touch a request. */
 	npx_net_engine_free(net);
 	npx_net_barrier_free(net);
+	npx_net_abort_free(net);
 	free(net->mrs);
 	free(net->peers);
 	free(net->inflight);

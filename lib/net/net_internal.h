@@ -48,6 +48,7 @@ static inline uint64_t net_tag(uint64_t space, uint32_t comm, uint32_t stream, u
 enum net_req_kind {
 	NET_REQ_OP = 1,		/* a FIFO op of a block */
 	NET_REQ_BARRIER = 2,	/* a host barrier send/recv */
+	NET_REQ_ABORT = 3,	/* a cross-host abort message (net_abort.c) */
 };
 
 /* Every posted request starts with this: the CQ hands back &ctx. */
@@ -107,6 +108,7 @@ struct net_mr {
 };
 
 struct net_barrier;
+struct net_abort;
 
 #define NET_MAX_BLOCKS	64
 #define NET_NONE	UINT32_MAX
@@ -149,6 +151,7 @@ struct nproxy_net {
 
 	enum nproxy_status failed;	/* sticky: the first op error ends the engine */
 	struct net_barrier *bar;
+	struct net_abort *abort;
 	char err[320];
 };
 
@@ -186,12 +189,28 @@ extern const struct nproxy_seam_ops npx_net_seam_ops;
 /* net_barrier.c */
 enum nproxy_status npx_net_barrier_init(struct nproxy_net *net);
 void npx_net_barrier_cancel(struct nproxy_net *net);
+/* At open: connect to r +- 2^k (ring neighbours included) within limit_ms. */
+enum nproxy_status npx_net_barrier_connect(struct nproxy_net *net, int limit_ms);
 void npx_net_barrier_free(struct nproxy_net *net);
 extern const struct nproxy_host_barrier_ops npx_net_barrier_ops;
 
 /* net_shm.c: dead processes' shm regions (between fi_endpoint and fi_enable) */
 void npx_net_shm_clear_own(struct nproxy_net *net);
 void npx_net_shm_sweep_at_open(struct nproxy_net *net);
+
+/* net_abort.c: the cross-host abort (net->lock held unless said) */
+enum nproxy_status npx_net_abort_init(struct nproxy_net *net);
+void npx_net_abort_cancel(struct nproxy_net *net);
+void npx_net_abort_free(struct nproxy_net *net);
+void npx_net_abort_complete(struct nproxy_net *net, struct net_req *req, bool ok);
+/* The peer's address as this rank's provider prints it ("?" if unknown). */
+void npx_net_peer_host(struct nproxy_net *net, uint32_t peer, char *buf, size_t len);
+/* Abort sends still in the provider's hands. */
+bool npx_net_abort_sending(struct nproxy_net *net);
+/* Post the abort receive again if a failure left it unposted. */
+void npx_net_abort_repost(struct nproxy_net *net);
+/* This rank learnt that `dead` died: tell every rank. */
+void npx_net_abort_locked(struct nproxy_net *net, uint32_t dead, int pid, const char *why);
 
 /* net_exchange.c: all-gathers over bananaphone or the TCP rendezvous */
 struct net_xchg {

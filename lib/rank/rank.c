@@ -441,10 +441,56 @@ void nproxy_rank_close(struct nproxy_rank *r)
 	free(r);
 }
 
+/* A local death the bus saw goes to every other host's ranks. */
+static enum nproxy_status report_bus_death(struct nproxy_rank *r)
+{
+	uint32_t bus_rank;
+	int pid;
+	char why[200];
+
+	if (!r->bp || !r->net || !nproxy_bp_dead_peer(r->bp, &bus_rank, &pid) ||
+	    bus_rank >= r->local_size)
+		return NPROXY_SUCCESS;
+	snprintf(why, sizeof(why), "died (local rank %u; its host's bus saw it exit without hanging up)",
+		 bus_rank);
+	nproxy_net_abort(r->net, r->bus_to_rank[bus_rank], pid, why);
+	return NPROXY_PEER_DEAD;
+}
+
+enum nproxy_status nproxy_rank_check(struct nproxy_rank *r)
+{
+	enum nproxy_status st = NPROXY_SUCCESS;
+
+	if (!r)
+		return NPROXY_INVALID;
+	if (r->bp)
+		st = nproxy_bp_check(r->bp);
+	if (st == NPROXY_PEER_DEAD)
+		report_bus_death(r);
+	if (r->net) {
+		enum nproxy_status nst = nproxy_net_poll(r->net);
+
+		if (st == NPROXY_SUCCESS)
+			st = nst;
+	}
+	if (st == NPROXY_SUCCESS)
+		return st;
+	if (r->net && *nproxy_net_abort_reason(r->net))
+		snprintf(r->err, sizeof(r->err), "%s", nproxy_net_abort_reason(r->net));
+	else if (r->bp && *nproxy_bp_strerror(r->bp))
+		snprintf(r->err, sizeof(r->err), "%s", nproxy_bp_strerror(r->bp));
+	else if (r->net)
+		snprintf(r->err, sizeof(r->err), "%s", nproxy_net_strerror(r->net));
+	return st;
+}
+
 void nproxy_rank_abandon(struct nproxy_rank *r)
 {
 	if (!r)
 		return;
+	if (r->bp)
+		(void)nproxy_bp_check(r->bp);
+	report_bus_death(r);
 	rank_release(r, false);
 	free(r);
 }

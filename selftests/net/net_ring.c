@@ -6,7 +6,9 @@
  * rendezvous runs on 127.0.0.1.
  *
  * With arguments it runs one rank instead (net_multihost.sh uses that):
- *   net_ring --rank R --ranks N [--sizes a,b,c]     (env: NPROXY_ROOT_COMM_ID, FI_*)
+ *   net_ring --rank R --ranks N [--sizes a,b,c] [--timeout-ms T] [--hold-ms H]
+ *   (env: NPROXY_ROOT_COMM_ID, FI_*); --hold-ms: print "rank R: open" after
+ *   nproxy_net_open() and wait H ms before the ops.
  */
 #include "kselftest_harness.h"
 /* Multi-process tests on a shared 2-CPU box: each test bounds its ranks
@@ -27,6 +29,7 @@ struct ring_job {
 	int timeout_ms;
 	bool verbose;		/* rank mode: a line per size done */
 	bool bananaphone;	/* exchange names over bananaphone, provider auto */
+	int hold_ms;		/* rank mode: say "open" and wait this long before the ops */
 };
 
 static int ring_rank(uint32_t rank, void *arg)
@@ -67,6 +70,12 @@ static int ring_rank(uint32_t rank, void *arg)
 	if (st) {
 		fprintf(stderr, "rank %u: nproxy_net_open: %s\n", rank, nproxy_status_str(st));
 		return 2;
+	}
+	if (job->hold_ms) {
+		/* net_scale.sh looks at the connections the open made. */
+		printf("rank %u: open\n", rank);
+		fflush(stdout);
+		usleep((useconds_t)job->hold_ms * 1000);
 	}
 	/* With bananaphone every rank is local: auto selection must pick shm. */
 	if (job->provider && strcmp(nproxy_net_provider(net), job->provider)) {
@@ -219,12 +228,16 @@ static int rank_main(int argc, char **argv)
 			job.n = (uint32_t)atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--timeout-ms"))
 			job.timeout_ms = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--hold-ms"))
+			job.hold_ms = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--idle-nap-us"))
+			ring_idle_nap_us = (unsigned int)atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--sizes"))
 			for (char *t = strtok(argv[i + 1], ","); t && job.n_sizes < 16; t = strtok(NULL, ","))
 				sizes[job.n_sizes++] = strtoull(t, NULL, 0);
 	}
 	if (rank < 0 || !job.n || (uint32_t)rank >= job.n) {
-		fprintf(stderr, "usage: %s --rank R --ranks N [--sizes a,b] [--timeout-ms T]\n", argv[0]);
+		fprintf(stderr, "usage: %s --rank R --ranks N [--sizes a,b] [--timeout-ms T] [--hold-ms H]\n", argv[0]);
 		return 2;
 	}
 	if (!job.n_sizes) {

@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Bananaphone file descriptors stay O(ranks) per host, not O(ranks^2):
+ * a follower holds the leader's pidfd (and, while it waits, the one of the
+ * rank it waits for), the leader one per other process; ranks of one
+ * process watch none of each other.  So 64 ranks as 64 processes hold a
+ * handful of fds each, and 64 ranks in one process join under a
+ * descriptor limit of 256 (64 x 64 pidfds would not fit, and the
+ * welcome's passed fds would be cut off with MSG_CTRUNC).  When the
+ * process really is out of descriptors, the join fails naming the cause.
+ */
+#include <pthread.h>
+#include <sys/resource.h>
+#include "kselftest_harness.h"
+#include "bp_test.h"
+
+#define FD_RANKS 64
+
+struct fd_arg {
+	char job[96];
+	volatile int *held;	/* shared: fds the bus holds in each rank after an all-gather */
+};
+
+static int fd_rank(uint32_t rank, uint32_t n, void *varg)
+{
+	struct fd_arg *arg = varg;
+	struct nproxy_bp *bp;
+	size_t lens[NPROXY_BP_MAX_RANKS], offs[NPROXY_BP_MAX_RANKS];
+	int before = bp_t_count_fds();
+	void *bufs = NULL;
+	enum nproxy_status st;
+
+	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
+	st = nproxy_bp_allgather(bp, &rank, sizeof(rank), &bufs, lens, offs, 20000);
+	BP_T_CHECK(st == NPROXY_SUCCESS, "allgather: %s", nproxy_bp_strerror(bp));
+	free(bufs);
+	st = nproxy_bp_barrier(bp, 20000);
+	BP_T_CHECK(st == NPROXY_SUCCESS, "barrier: %s", nproxy_bp_strerror(bp));
+	arg->held[rank] = bp_t_count_fds() - before;
+	bp_t_leave(bp);
+	BP_T_CHECK(bp_t_count_fds() == before, "%d fds left after close", bp_t_count_fds() - before);
+	return 0;
+}
+
+/* 64 processes: a follower holds at most 3 fds (leader, watched rank, spare), the leader n. */
+TEST(sixty_four_processes_hold_o1_fds_each)
+{
+	struct fd_arg arg;
+	uint32_t r;
+	int total = 0;
+
+	arg.held = bp_t_shared(FD_RANKS * sizeof(int));
+	ASSERT_NE(NULL, arg.held);
+	bp_t_job(arg.job, sizeof(arg.job), "fds");
+	ASSERT_EQ(0, bp_t_run(fd_rank, FD_RANKS, &arg, 60000));
+	for (r = 0; r < FD_RANKS; r++) {
+		total += arg.held[r];
+		if (r)
+			EXPECT_GE(3, arg.held[r]) {
+				TH_LOG("follower %u holds %d fds", r, arg.held[r]);
+			}
+	}
+	/* The leader: its listening socket, one pidfd per follower process. */
+	EXPECT_GE(FD_RANKS + 1, arg.held[0]);
+	TH_LOG("%d ranks in %d processes: %d fds held by the bus in all (leader %d)", FD_RANKS,
+	       FD_RANKS, total, arg.held[0]);
+	EXPECT_GE(4 * FD_RANKS, total);
+	munmap((void *)arg.held, FD_RANKS * sizeof(int));
+}
+
+struct thr_arg {
+	const char *job;
+	uint32_t rank;
+	uint32_t timeout_ms;
+	enum nproxy_status st;
+	char text[256];
+};
+
+static void *thr_rank(void *varg)
+{
+	struct thr_arg *a = varg;
+	size_t lens[NPROXY_BP_MAX_RANKS], offs[NPROXY_BP_MAX_RANKS];
+	struct nproxy_bp *bp;
+	void *bufs = NULL;
+
+	a->st = nproxy_test_bp_open(a->job, a->rank, FD_RANKS, a->timeout_ms, &bp);
+	if (a->st) {
+		snprintf(a->text, sizeof(a->text), "%s", nproxy_bp_strerror(NULL));
+		return NULL;
+	}
+	a->st = nproxy_bp_allgather(bp, &a->rank, sizeof(a->rank), &bufs, lens, offs,
+				    a->timeout_ms);
+	if (a->st)
+		snprintf(a->text, sizeof(a->text), "%s", nproxy_bp_strerror(bp));
+	free(bufs);
+	if (!a->st && lens[FD_RANKS - 1] != sizeof(a->rank))
+		a->st = NPROXY_FAILURE;
+	if (a->st)
+		nproxy_bp_close(bp);
+	else
+		bp_t_leave(bp);
+	return NULL;
+}
+
+/* All 64 ranks as threads of one process; returns how many failed. */
+static int run_threads(struct thr_arg *args, const char *job, uint32_t timeout_ms)
+{
+	pthread_t th[FD_RANKS];
+	uint32_t r;
+	int bad = 0;
+
+	for (r = 0; r < FD_RANKS; r++) {
+		args[r] = (struct thr_arg){ .job = job, .rank = r, .timeout_ms = timeout_ms };
+		if (pthread_create(&th[r], NULL, thr_rank, &args[r]))
+			return -1;
+	}
+	for (r = 0; r < FD_RANKS; r++) {
+		pthread_join(th[r], NULL);
+		bad += args[r].st != NPROXY_SUCCESS;
+	}
+	return bad;
+}
+
+TEST(sixty_four_ranks_in_one_process_under_ulimit_256)
+{
+	struct rlimit old, lim;
+	struct thr_arg args[FD_RANKS];
+	char job[96];
+	int before = bp_t_count_fds(), bad;
+	uint32_t r;
+
+	ASSERT_EQ(0, getrlimit(RLIMIT_NOFILE, &old));
+	lim = old;
+	lim.rlim_cur = 256;
+	ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &lim));
+	bp_t_job(job, sizeof(job), "fds1");
+	bad = run_threads(args, job, 20000);
+	setrlimit(RLIMIT_NOFILE, &old);
+	EXPECT_EQ(0, bad);
+	for (r = 0; r < FD_RANKS; r++)
+		if (args[r].st)
+			TH_LOG("rank %u: %s: %s", r, nproxy_status_str(args[r].st), args[r].text);
+	EXPECT_EQ(before, bp_t_count_fds());
+}
+
+/*
+ * Out of descriptors for real: the limit sits just above what is open, so
+ * the leader cannot accept (or a follower cannot dial) every rank.  Every
+ * rank fails within its timeout and at least one says why in words
+ * ("Too many open files"), none with a malformed-reply riddle.
+ */
+TEST(out_of_descriptors_is_named)
+{
+	struct rlimit old, lim;
+	struct thr_arg args[FD_RANKS];
+	char job[96];
+	bool named = false;
+	uint32_t r;
+	int before = bp_t_count_fds();
+
+	ASSERT_EQ(0, getrlimit(RLIMIT_NOFILE, &old));
+	lim = old;
+	lim.rlim_cur = (rlim_t)before + 40;
+	ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &lim));
+	bp_t_job(job, sizeof(job), "fds2");
+	EXPECT_LT(0, run_threads(args, job, 5000));
+	setrlimit(RLIMIT_NOFILE, &old);
+	for (r = 0; r < FD_RANKS; r++) {
+		if (!args[r].st)
+			continue;
+		EXPECT_EQ(NULL, strstr(args[r].text, "malformed")) {
+			TH_LOG("rank %u: %s", r, args[r].text);
+		}
+		named |= strstr(args[r].text, "Too many open files") != NULL;
+	}
+	EXPECT_TRUE(named) {
+		for (r = 0; r < FD_RANKS; r++)
+			if (args[r].st)
+				TH_LOG("rank %u: %s: %s", r, nproxy_status_str(args[r].st),
+				       args[r].text);
+	}
+	EXPECT_EQ(before, bp_t_count_fds());
+}
+
+TEST_HARNESS_MAIN
