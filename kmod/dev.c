@@ -39,8 +39,9 @@ MODULE_PARM_DESC(dev_mode, "mode of /dev/nproxy (default 0600; world-writable re
  * Dispatch on _IOC_NR through @table (indexed by _IOC_NR); the type,
  * direction and size of @cmd must match the table entry's, except that a
  * larger size is accepted when its tail is zero (copy_struct_from_user()).
- * Commands that only return data zero the user buffer first, so a bad
- * pointer fails with -EFAULT before any state changes.
+ * Commands that only return data zero the user buffer first, and commands
+ * that read and write it get their own bytes written back first, so a bad
+ * or read-only pointer fails with -EFAULT before any state changes.
  */
 long nproxy_ioctl_dispatch(const struct nproxy_ioctl_desc *table,
 			   unsigned int n_entries, struct file *file,
@@ -76,6 +77,13 @@ long nproxy_ioctl_dispatch(const struct nproxy_ioctl_desc *table,
 		ret = copy_struct_from_user(karg, ksize, uarg, usize);
 		if (ret)
 			return ret;
+		/*
+		 * A command that also writes back (SUBMIT_PROG's seq) must not
+		 * act and then fail the copy-out: write the caller's own bytes
+		 * back first, so a read-only struct is -EFAULT with nothing done.
+		 */
+		if ((dir & _IOC_READ) && copy_to_user(uarg, karg, ksize))
+			return -EFAULT;
 	} else if (dir & _IOC_READ) {
 		if (clear_user(uarg, usize))
 			return -EFAULT;
