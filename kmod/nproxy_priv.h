@@ -58,7 +58,7 @@ struct nproxy_region {
 	u32 gid;
 	struct pid *owner;		/* tgid of the creator */
 
-	/* The three separately mapped pages and their kernel addresses. */
+	/* The four separately mapped pages and their kernel addresses. */
 	struct page *trigger_page;
 	struct page *sem_page;
 	struct page *info_page;
@@ -154,10 +154,10 @@ enum nproxy_fault {
 };
 
 /*
- * Allocations region creation makes, in order: the region, its three
+ * Allocations region creation makes, in order: the region, its four
  * pages, its id, its fd, its file.
  */
-#define NPROXY_REGION_ALLOC_STEPS	7
+#define NPROXY_REGION_ALLOC_STEPS	8
 
 bool nproxy_fault_should_fail(enum nproxy_fault site);
 void nproxy_fault_init(void);
