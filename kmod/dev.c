@@ -54,6 +54,7 @@ long nproxy_ioctl_dispatch(const struct nproxy_ioctl_desc *table,
 	unsigned int dir = _IOC_DIR(cmd);
 	size_t usize = _IOC_SIZE(cmd);
 	size_t ksize;
+	bool copied;
 	long ret;
 
 	if (_IOC_TYPE(cmd) != NPROXY_IOC_MAGIC || nr >= n_entries)
@@ -92,11 +93,11 @@ long nproxy_ioctl_dispatch(const struct nproxy_ioctl_desc *table,
 	ret = desc->handler(file, karg);
 	if (ret < 0 || !(dir & _IOC_READ))
 		return ret;
-	if (copy_to_user(uarg, karg, ksize))
-		return -EFAULT;
-	if (usize > ksize && clear_user(uarg + ksize, usize - ksize))
-		return -EFAULT;
-	return ret;
+	copied = !copy_to_user(uarg, karg, ksize) &&
+		 !(usize > ksize && clear_user(uarg + ksize, usize - ksize));
+	if (desc->finish)
+		desc->finish(file, karg, copied);
+	return copied ? ret : -EFAULT;
 }
 
 static long nproxy_dev_get_info(struct file *file, void *karg)

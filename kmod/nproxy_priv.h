@@ -88,6 +88,12 @@ struct nproxy_region {
 struct nproxy_ioctl_desc {
 	unsigned int cmd;	/* full command: direction and size checked */
 	long (*handler)(struct file *file, void *karg);
+	/*
+	 * Optional, for a _IOR command whose handler returned >= 0: called
+	 * after the copy-out with whether it reached the caller, so that a
+	 * result is consumed only once the caller has it (COLLECT_PROG).
+	 */
+	void (*finish)(struct file *file, void *karg, bool copied);
 };
 
 long nproxy_ioctl_dispatch(const struct nproxy_ioctl_desc *table,
@@ -110,6 +116,7 @@ void nproxy_regions_exit(void);
 long nproxy_prog_submit(struct nproxy_region *r, struct nproxy_prog_submit *req);
 long nproxy_prog_cancel(struct nproxy_region *r);
 long nproxy_prog_collect(struct nproxy_region *r, struct nproxy_prog_result *res);
+void nproxy_prog_collect_finish(struct nproxy_region *r, bool copied);
 void nproxy_prog_region_init(struct nproxy_region *r);
 void nproxy_prog_region_release(struct nproxy_region *r);
 void nproxy_prog_sem_doorbell(struct nproxy_region *r);
