@@ -423,10 +423,37 @@ class Worker:
         dirs = [os.path.join(self.build, "selftests", a) for a in areas]
         env = dict(os.environ, NPROXY_TEST_TIMEOUT=str(timeout),
                    NPROXY_TEST_LOGDIR=tempfile.mkdtemp(dir=self.build, prefix="log."))
-        rc, out = sh(NICE + [os.path.join(self.tree, "scripts", "run-tests")] + dirs,
-                     timeout=timeout * 20 + 60, env=env)
+        stop = threading.Event()
+        reaper = threading.Thread(target=self.reap_stragglers, args=(timeout + 15, stop))
+        reaper.start()
+        try:
+            rc, out = sh(NICE + [os.path.join(self.tree, "scripts", "run-tests")] + dirs,
+                         timeout=timeout * 20 + 60, env=env)
+        finally:
+            stop.set()
+            reaper.join()
         shutil.rmtree(env["NPROXY_TEST_LOGDIR"], ignore_errors=True)
         return rc, out
+
+    def reap_stragglers(self, limit_s, stop):
+        """A mutant's forked child that outlives its program's timeout (in
+        another process group) would keep run-tests' output pipe open:
+        SIGKILL every process of this worker's build tree older than limit_s."""
+        hz = os.sysconf("SC_CLK_TCK")
+        prefix = self.build + "/"
+        while not stop.wait(5):
+            with open("/proc/uptime") as fh:
+                up = float(fh.read().split()[0])
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    if not os.readlink("/proc/%s/exe" % pid).startswith(prefix):
+                        continue
+                    with open("/proc/%s/stat" % pid) as fh:
+                        start = int(fh.read().rsplit(")", 1)[1].split()[19]) / hz
+                    if up - start > limit_s:
+                        os.kill(int(pid), 9)
+                except (OSError, ValueError, IndexError):
+                    pass
 
     def lib_objects(self):
         out = {}
