@@ -404,9 +404,21 @@ class Worker:
         rc2, log2 = self.make("selftests/common", "test-support")
         if rc or rc2:
             raise SystemExit("mutation: the unmutated tree does not build:\n" + log + log2)
-        self.built_areas = set()
         self.objs = os.path.join(root, "objs%d" % n)
         shutil.copytree(os.path.join(self.build, "lib"), self.objs)
+        # The test-support library is built against the same headers: a
+        # mutated header rebuilds it, and restore() puts it back.
+        self.support = os.path.join(root, "support%d" % n)
+        os.makedirs(self.support)
+        for f in self.support_files():
+            dst = os.path.join(self.support, os.path.relpath(f, self.build))
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            shutil.copy2(f, dst)
+
+    def support_files(self):
+        sel = os.path.join(self.build, "selftests")
+        out = glob.glob(os.path.join(sel, "support", "*"))
+        return out + glob.glob(os.path.join(sel, "libnproxy_test.a"))
 
     def make(self, sub, *targets):
         return sh(NICE + ["make", "-s", "-C", os.path.join(self.tree, sub), "O=" + self.build]
@@ -485,6 +497,15 @@ class Worker:
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
         for f in glob.glob(os.path.join(self.build, "lib", "libnproxy.*")):
             os.unlink(f)
+        for f in self.support_files():
+            base = os.path.join(self.support, os.path.relpath(f, self.build))
+            if os.path.exists(base) and os.stat(base).st_mtime_ns != os.stat(f).st_mtime_ns:
+                shutil.copy2(base, f)
+        if path.endswith(".h"):
+            # Test programs compiled against the mutated header: rebuild.
+            for f in glob.glob(os.path.join(self.build, "selftests", "*", "*")):
+                if os.path.isfile(f) and os.access(f, os.X_OK) and not f.endswith(".sh"):
+                    os.unlink(f)
 
     def run(self, m, timeout, suite_areas):
         path = os.path.join(self.tree, m["file"])
