@@ -538,8 +538,11 @@ class Worker:
                     return res
                 rc, out = self.run_areas([a], timeout)
                 if rc:
+                    # A kill by a program's timeout only is worth a look:
+                    # MUTATION_TIMEOUT below a slow program's own time
+                    # kills what a longer one would not.
                     res.update(verdict="killed", by=a if a == area else "suite:" + a,
-                               log=failures(out))
+                               log=failures(out), timeout="timed out" in out)
                     return res
             res.update(verdict="survived")
             return res
@@ -587,6 +590,12 @@ def write_report(results, meta):
     for op in sorted({r["op"] for r in results}):
         k, sv, pct = score([r for r in results if r["op"] == op])
         lines.append("| %s | %d | %d | %.1f %% |" % (op, k, sv, pct))
+    tmo = [r for r in results if r.get("timeout")]
+    if tmo:
+        lines += ["", "Killed with a program timing out (MUTATION_TIMEOUT=%s s; a hang, or a "
+                  "slow program: check it against a longer timeout):" % meta.get("timeout"), ""]
+        lines += ["- %s:%d %s (`%s`) by %s" % (r["file"], r["line"], r["what"], r["id"], r["by"])
+                  for r in tmo]
     surv = [r for r in results if r["verdict"] == "survived"]
     lines += ["", "## Survivors (%d)" % len(surv), "",
               "Each needs a test, a fix, or a line in scripts/mutation-equivalents.txt", ""]
@@ -743,6 +752,7 @@ def main():
 
 def meta(muts, picked, limit, seed, t0, results):
     return {"generated": len(muts), "files": len({m["file"] for m in muts}), "run": len(picked),
+            "timeout": os.environ.get("MUTATION_TIMEOUT", "120"),
             "limit": limit or "all", "seed": seed, "seconds": int(time.time() - t0),
             "cached": sum(bool(r.get("cached")) for r in results)}
 
