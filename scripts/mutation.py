@@ -19,7 +19,9 @@ library and the mutated area's tests are rebuilt, and the area's tests run
 of its area kills is run against the whole host suite (MUTATION_SUITE_AREAS).
 Verdicts:
 
-  killed      a test failed, timed out or did not build
+  killed      a test failed, timed out or did not build (a failed program
+              is run once more on its own: one that passes then was a
+              flaky failure, recorded, not a kill)
   survived    every test passed
   identical   the mutated object code is byte-for-byte the original's
               (an equivalent mutant, found mechanically)
@@ -467,6 +469,20 @@ class Worker:
                 except (OSError, ValueError, IndexError):
                     pass
 
+    def confirm(self, out, timeout):
+        """A failure counts only if one of the failed programs fails again
+        on its own: the shared 2-CPU boxes make a few timing-bound tests
+        fail now and then, and a flaky failure is not a kill."""
+        for prog in failed_programs(out):
+            path = os.path.join(self.build, "selftests", prog)
+            if not os.path.exists(path):
+                return True
+            rc, _ = sh(NICE + ["timeout", "-k", "5", str(timeout), path],
+                       cwd=os.path.dirname(path), timeout=timeout + 30)
+            if rc:
+                return True
+        return False
+
     def lib_objects(self):
         out = {}
         for d, _, fs in os.walk(os.path.join(self.build, "lib")):
@@ -537,6 +553,9 @@ class Worker:
                     res.update(verdict="killed", by="%s tests do not build" % a, log=tail(log))
                     return res
                 rc, out = self.run_areas([a], timeout)
+                if rc and not self.confirm(out, timeout):
+                    res.setdefault("flaky", []).extend(failed_programs(out))
+                    rc = 0
                 if rc:
                     # A kill by a program's timeout only is worth a look:
                     # MUTATION_TIMEOUT below a slow program's own time
@@ -553,6 +572,15 @@ class Worker:
 
 def tail(log, n=15):
     return "\n".join(log.strip().split("\n")[-n:])
+
+
+def failed_programs(out):
+    """area/program of every "# failed: ..." line of scripts/run-tests."""
+    progs = []
+    for line in out.split("\n"):
+        if line.startswith("# failed: "):
+            progs += line[len("# failed: "):].split()
+    return progs
 
 
 def failures(out):
