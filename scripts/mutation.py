@@ -33,7 +33,7 @@ Writes build/mutation/report.md and build/mutation/results.json.  Results
 are cached under build/mutation/cache/, keyed by the mutant's diff and a
 hash of lib/, include/ and selftests/: a re-run does only new mutants.
 
-  scripts/mutation.py [-j N] [--list] [--regression]
+  scripts/mutation.py [-j N] [--list] [--regression [name...]]
   MUTATION_FILES='lib/proxy/*.c'  only these files (globs, space-separated)
   MUTATION_LIMIT=N                a sample of N mutants (MUTATION_SEED, default 1)
   MUTATION_TIMEOUT=S              per test program (default 120)
@@ -643,6 +643,8 @@ def run_regression(args):
     """The hand-written mutants: name#file#perl -0pe expression#tests."""
     entries = [l.rstrip("\n") for l in open(REGRESSION_FILE)
                if l.strip() and not l.startswith("#")]
+    if args.names:
+        entries = [e for e in entries if e.split("#", 1)[0] in args.names]
     root = tempfile.mkdtemp(prefix="nproxy-mutation.")
     try:
         w = Worker(0, root, [])
@@ -691,6 +693,7 @@ def main():
     ap.add_argument("-j", "--jobs", type=int, default=1)
     ap.add_argument("--list", action="store_true", help="print the mutants, run none")
     ap.add_argument("--regression", action="store_true")
+    ap.add_argument("names", nargs="*", help="--regression: only these mutants")
     ap.add_argument("--timeout", type=int, default=int(os.environ.get("MUTATION_TIMEOUT", "120")))
     args = ap.parse_args()
     os.chdir(TOP)
