@@ -594,7 +594,11 @@ def failures(out):
 def score(rs):
     k = sum(r["verdict"] == "killed" for r in rs)
     s = sum(r["verdict"] == "survived" for r in rs)
-    return k, s, (100.0 * k / (k + s) if k + s else 100.0)
+    return k, s, (100.0 * k / (k + s) if k + s else None)
+
+
+def pct_text(pct):
+    return "n/a" if pct is None else "%.1f %%" % pct
 
 
 def write_report(results, meta):
@@ -612,12 +616,13 @@ def write_report(results, meta):
         rs = [r for r in results if s == "all" or r["subsystem"] == s]
         k, sv, pct = score(rs)
         cnt = {v: sum(r["verdict"] == v for r in rs) for v in ("equivalent", "identical", "stillborn")}
-        lines.append("| %s | %d | %d | %d | %d | %d | %d | %.1f %% |" % (
-            s, len(rs), k, sv, cnt["equivalent"], cnt["identical"], cnt["stillborn"], pct))
+        lines.append("| %s | %d | %d | %d | %d | %d | %d | %s |" % (
+            s, len(rs), k, sv, cnt["equivalent"], cnt["identical"], cnt["stillborn"],
+            pct_text(pct)))
     lines += ["", "By operator:", "", "| op | killed | survived | score |", "|---|---|---|---|"]
     for op in sorted({r["op"] for r in results}):
         k, sv, pct = score([r for r in results if r["op"] == op])
-        lines.append("| %s | %d | %d | %.1f %% |" % (op, k, sv, pct))
+        lines.append("| %s | %d | %d | %s |" % (op, k, sv, pct_text(pct)))
     tmo = [r for r in results if r.get("timeout")]
     if tmo:
         lines += ["", "Killed with a program timing out (MUTATION_TIMEOUT=%s s; a hang, or a "
@@ -777,7 +782,7 @@ def main():
     results.sort(key=lambda x: (x["file"], x["line"], x["id"]))
     write_report(results, meta(muts, picked, limit, seed, t0, results))
     k, s, pct = score(results)
-    print("mutation: %d killed, %d survived: %.1f %% (build/mutation/report.md)" % (k, s, pct))
+    print("mutation: %d killed, %d survived: %s (build/mutation/report.md)" % (k, s, pct_text(pct)))
     return 0
 
 
