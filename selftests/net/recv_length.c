@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The recv length check fed a bad input: a one-rank engine (shm) whose
- * block sends 8 bytes to itself into a recv that expects 16.  The block
- * fails with NPROXY_INVALID and the engine's error names the stream, the
- * block, the op, the peer and both lengths; a matching pair (16 into 16)
- * completes.
+ * The recv length checks fed bad input: a one-rank engine (shm) whose
+ * block sends to itself into a 16-byte recv.  8 bytes: the completion's
+ * length is checked, the block fails NPROXY_INVALID and the error names the
+ * stream, the block, the op, the peer and both lengths.  32 bytes: the
+ * provider reports a truncation error completion, which fails the block
+ * NPROXY_INVALID naming the recv.  A matching pair (16 into 16) completes.
  */
 #include "kselftest_harness.h"
 #include <string.h>
@@ -74,6 +75,25 @@ TEST(short_message_fails_the_block_with_both_lengths)
 	EXPECT_EQ((int)NPROXY_INVALID, (int)run_pair(net, 0, 16, 8));
 	err = nproxy_net_strerror(net);
 	EXPECT_NE(NULL, strstr(err, "stream 0 bb 0 op 0: recv from rank 0 got 8 bytes, expected 16")) {
+		TH_LOG("error: \"%s\"", err);
+	}
+	nproxy_net_close(net);
+}
+
+/* 32 bytes into a 16-byte recv: the provider's truncation error completion. */
+TEST(long_message_is_a_truncation_error_of_the_recv)
+{
+	struct nproxy_net *net = open_single();
+	const char *err;
+
+	if (!net)
+		SKIP(return, "no libfabric shm provider here");
+	EXPECT_EQ((int)NPROXY_INVALID, (int)run_pair(net, 0, 16, 32));
+	err = nproxy_net_strerror(net);
+	EXPECT_NE(NULL, strstr(err, "stream 0 bb 0 op 0 (recv from rank 0, 16 bytes")) {
+		TH_LOG("error: \"%s\"", err);
+	}
+	EXPECT_NE(NULL, strstr(err, "failed: ")) {
 		TH_LOG("error: \"%s\"", err);
 	}
 	nproxy_net_close(net);
