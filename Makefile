@@ -23,6 +23,9 @@
 #                     (FUZZ_OPS=1000000 FUZZ_SEED=16 FUZZ_THREADS=4 FUZZ_TIMEOUT=s)
 #   make asan | tsan  host tests built with ASan+UBSan / TSan (build-asan/, build-tsan/)
 #   make check-valgrind  the library areas' tests under valgrind memcheck (leaks too)
+#   make mutation     mutants of lib/ and include/nproxy/ against the tests
+#                     (scripts/mutation.py: MUTATION_FILES, MUTATION_LIMIT,
+#                     MUTATION_SEED, MUTATION_JOBS): build/mutation/report.md
 #   make clean
 #
 # Userspace outputs go to $(O) (build/, or build-$(SAN)/ with SAN=asan|tsan);
@@ -74,7 +77,7 @@ CHECK_AREAS ?= $(TEST_AREAS)
 
 .DEFAULT_GOAL := all
 .PHONY: all lib tools test-support selftests bench-build module module-required deps run \
-	check check-host check-scale check-valgrind bench install uninstall clean lint lint-lib lint-tools long-functions checkpatch sparse words asan tsan fuzz help
+	check check-host check-scale check-valgrind mutation bench install uninstall clean lint lint-lib lint-tools long-functions checkpatch sparse words asan tsan fuzz help
 
 all: lib tools selftests bench-build $(if $(SAN),,module)
 
@@ -160,6 +163,12 @@ check-valgrind:
 	+@$(TOP)/scripts/deps.sh && $(SUBMAKE) lib selftests || \
 		{ echo "make check-valgrind: build failed (see above)"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 	@$(TOP)/scripts/check-valgrind --build $(O) $(filter $(VALGRIND_AREAS),$(TEST_AREAS))
+
+# Not part of check: hours for every mutant; MUTATION_LIMIT=N samples.
+MUTATION_JOBS ?= 2
+mutation:
+	+@$(SUBMAKE) lib selftests
+	@$(TOP)/scripts/mutation.py -j $(MUTATION_JOBS)
 
 # selftests/kmod/fuzz.vm.c alone in one VM boot (make check runs it with
 # 100000 operations).  The bound scales with the operations: about 1700/s

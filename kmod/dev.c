@@ -39,8 +39,9 @@ MODULE_PARM_DESC(dev_mode, "mode of /dev/nproxy (default 0600; world-writable re
  * Dispatch on _IOC_NR through @table (indexed by _IOC_NR); the type,
  * direction and size of @cmd must match the table entry's, except that a
  * larger size is accepted when its tail is zero (copy_struct_from_user()).
- * Commands that only return data zero the user buffer first, so a bad
- * pointer fails with -EFAULT before any state changes.
+ * Commands that only return data zero the user buffer first, and commands
+ * that read and write it get their own bytes written back first, so a bad
+ * or read-only pointer fails with -EFAULT before any state changes.
  */
 long nproxy_ioctl_dispatch(const struct nproxy_ioctl_desc *table,
 			   unsigned int n_entries, struct file *file,
@@ -53,6 +54,7 @@ long nproxy_ioctl_dispatch(const struct nproxy_ioctl_desc *table,
 	unsigned int dir = _IOC_DIR(cmd);
 	size_t usize = _IOC_SIZE(cmd);
 	size_t ksize;
+	bool copied;
 	long ret;
 
 	if (_IOC_TYPE(cmd) != NPROXY_IOC_MAGIC || nr >= n_entries)
@@ -76,6 +78,13 @@ long nproxy_ioctl_dispatch(const struct nproxy_ioctl_desc *table,
 		ret = copy_struct_from_user(karg, ksize, uarg, usize);
 		if (ret)
 			return ret;
+		/*
+		 * A command that also writes back (SUBMIT_PROG's seq) must not
+		 * act and then fail the copy-out: write the caller's own bytes
+		 * back first, so a read-only struct is -EFAULT with nothing done.
+		 */
+		if ((dir & _IOC_READ) && copy_to_user(uarg, karg, ksize))
+			return -EFAULT;
 	} else if (dir & _IOC_READ) {
 		if (clear_user(uarg, usize))
 			return -EFAULT;
@@ -84,11 +93,11 @@ long nproxy_ioctl_dispatch(const struct nproxy_ioctl_desc *table,
 	ret = desc->handler(file, karg);
 	if (ret < 0 || !(dir & _IOC_READ))
 		return ret;
-	if (copy_to_user(uarg, karg, ksize))
-		return -EFAULT;
-	if (usize > ksize && clear_user(uarg + ksize, usize - ksize))
-		return -EFAULT;
-	return ret;
+	copied = !copy_to_user(uarg, karg, ksize) &&
+		 !(usize > ksize && clear_user(uarg + ksize, usize - ksize));
+	if (desc->finish)
+		desc->finish(file, karg, copied);
+	return copied ? ret : -EFAULT;
 }
 
 static long nproxy_dev_get_info(struct file *file, void *karg)

@@ -58,7 +58,7 @@ struct nproxy_region {
 	u32 gid;
 	struct pid *owner;		/* tgid of the creator */
 
-	/* The three separately mapped pages and their kernel addresses. */
+	/* The four separately mapped pages and their kernel addresses. */
 	struct page *trigger_page;
 	struct page *sem_page;
 	struct page *info_page;
@@ -88,6 +88,12 @@ struct nproxy_region {
 struct nproxy_ioctl_desc {
 	unsigned int cmd;	/* full command: direction and size checked */
 	long (*handler)(struct file *file, void *karg);
+	/*
+	 * Optional, for a _IOR command whose handler returned >= 0: called
+	 * after the copy-out with whether it reached the caller, so that a
+	 * result is consumed only once the caller has it (COLLECT_PROG).
+	 */
+	void (*finish)(struct file *file, void *karg, bool copied);
 };
 
 long nproxy_ioctl_dispatch(const struct nproxy_ioctl_desc *table,
@@ -110,6 +116,7 @@ void nproxy_regions_exit(void);
 long nproxy_prog_submit(struct nproxy_region *r, struct nproxy_prog_submit *req);
 long nproxy_prog_cancel(struct nproxy_region *r);
 long nproxy_prog_collect(struct nproxy_region *r, struct nproxy_prog_result *res);
+void nproxy_prog_collect_finish(struct nproxy_region *r, bool copied);
 void nproxy_prog_region_init(struct nproxy_region *r);
 void nproxy_prog_region_release(struct nproxy_region *r);
 void nproxy_prog_sem_doorbell(struct nproxy_region *r);
@@ -154,10 +161,10 @@ enum nproxy_fault {
 };
 
 /*
- * Allocations region creation makes, in order: the region, its three
+ * Allocations region creation makes, in order: the region, its four
  * pages, its id, its fd, its file.
  */
-#define NPROXY_REGION_ALLOC_STEPS	7
+#define NPROXY_REGION_ALLOC_STEPS	8
 
 bool nproxy_fault_should_fail(enum nproxy_fault site);
 void nproxy_fault_init(void);

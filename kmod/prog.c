@@ -322,10 +322,18 @@ long nproxy_prog_cancel(struct nproxy_region *r)
 	return running ? 0 : -ENOENT;
 }
 
+/*
+ * COLLECT_PROG in two halves around the copy-out: the result is read here
+ * and consumed by nproxy_prog_collect_finish() only once the caller has
+ * it.  prog_mutex, held from one to the other, keeps submit, cancel,
+ * another collect and release out in between (a finished program's state
+ * changes under it only).
+ */
 long nproxy_prog_collect(struct nproxy_region *r, struct nproxy_prog_result *res)
 {
 	long err = 0;
 
+	mutex_lock(&r->prog_mutex);
 	spin_lock(&r->lock);
 	switch (r->prog_state) {
 	case NPROXY_PROG_NONE:
@@ -336,14 +344,25 @@ long nproxy_prog_collect(struct nproxy_region *r, struct nproxy_prog_result *res
 		break;
 	default:
 		*res = r->result;
+		break;
+	}
+	spin_unlock(&r->lock);
+	if (err)
+		mutex_unlock(&r->prog_mutex);
+	return err;
+}
+
+void nproxy_prog_collect_finish(struct nproxy_region *r, bool copied)
+{
+	if (copied) {
+		spin_lock(&r->lock);
 		r->prog_state = NPROXY_PROG_NONE;
 		r->event_pending = false;
 		/* Pairs with userspace acquire loads of the info page. */
 		smp_store_release(&r->info->prog_state, NPROXY_PROG_NONE);
-		break;
+		spin_unlock(&r->lock);
 	}
-	spin_unlock(&r->lock);
-	return err;
+	mutex_unlock(&r->prog_mutex);
 }
 
 void nproxy_prog_region_init(struct nproxy_region *r)

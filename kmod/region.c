@@ -453,6 +453,11 @@ static long nproxy_ioc_collect(struct file *file, void *karg)
 	return nproxy_prog_collect(file_region(file), karg);
 }
 
+static void nproxy_ioc_collect_finish(struct file *file, void *karg, bool copied)
+{
+	nproxy_prog_collect_finish(file_region(file), copied);
+}
+
 static const struct nproxy_ioctl_desc nproxy_region_ioctls[] = {
 	[_IOC_NR(NPROXY_IOC_WRITE_TRIGGER)] = {
 		NPROXY_IOC_WRITE_TRIGGER, nproxy_ioc_write_trigger },
@@ -462,7 +467,8 @@ static const struct nproxy_ioctl_desc nproxy_region_ioctls[] = {
 	[_IOC_NR(NPROXY_IOC_GET_STATE)] = { NPROXY_IOC_GET_STATE, nproxy_ioc_get_state },
 	[_IOC_NR(NPROXY_IOC_SUBMIT_PROG)] = { NPROXY_IOC_SUBMIT_PROG, nproxy_ioc_submit },
 	[_IOC_NR(NPROXY_IOC_CANCEL_PROG)] = { NPROXY_IOC_CANCEL_PROG, nproxy_ioc_cancel },
-	[_IOC_NR(NPROXY_IOC_COLLECT_PROG)] = { NPROXY_IOC_COLLECT_PROG, nproxy_ioc_collect },
+	[_IOC_NR(NPROXY_IOC_COLLECT_PROG)] = {
+		NPROXY_IOC_COLLECT_PROG, nproxy_ioc_collect, nproxy_ioc_collect_finish },
 };
 
 static long nproxy_region_ioctl(struct file *file, unsigned int cmd,

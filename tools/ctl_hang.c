@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <nproxy/net.h>
 #include "ctl.h"
 #include "ctl_proxy.h"
 #include "json_writer.h"
@@ -25,7 +26,8 @@
 struct job {
 	uint32_t ppid;
 	size_t first, n;	/* l->v[first .. first+n) (sorted by job, rank) */
-	uint32_t n_ranks;
+	uint32_t n_ranks;	/* at most NPROXY_NET_MAX_RANKS */
+	bool n_ranks_bad;	/* a page claimed more than that */
 };
 
 /* The newest op (exec_id) a proxy has enqueued, from its slots. */
@@ -111,7 +113,8 @@ static void peer_evidence(const struct ctl_proxy_list *l, const struct job *j,
 			any = true;
 		}
 	}
-	for (uint32_t r = 0; r < j->n_ranks; r++) {
+	/* Bounded by the job size and by the room left in the text. */
+	for (uint32_t r = 0; r < j->n_ranks && strlen(buf) + 1 < len; r++) {
 		bool found = false;
 
 		for (size_t i = j->first; i < j->first + j->n; i++)
@@ -196,7 +199,13 @@ static size_t group_jobs(const struct ctl_proxy_list *l, struct job *jobs)
 		if (!n || jobs[n - 1].ppid != l->v[i].ps.ppid)
 			jobs[n++] = (struct job){ .ppid = l->v[i].ps.ppid, .first = i };
 		jobs[n - 1].n++;
-		if (l->v[i].ps.n_ranks > jobs[n - 1].n_ranks)
+		/*
+		 * Any process may write a proxy-state page: a job is never
+		 * larger than the library opens (NPROXY_NET_MAX_RANKS).
+		 */
+		if (l->v[i].ps.n_ranks > NPROXY_NET_MAX_RANKS)
+			jobs[n - 1].n_ranks_bad = true;
+		else if (l->v[i].ps.n_ranks > jobs[n - 1].n_ranks)
 			jobs[n - 1].n_ranks = l->v[i].ps.n_ranks;
 	}
 	return n;
@@ -235,8 +244,9 @@ static size_t report_job(const struct ctl_proxy_list *l, const struct job *j, do
 	char ev[1024];
 
 	if (!w)
-		printf("job (launcher pid %u): %zu of %u ranks on this host\n", j->ppid, j->n,
-		       j->n_ranks);
+		printf("job (launcher pid %u): %zu of %u ranks on this host%s\n", j->ppid, j->n,
+		       j->n_ranks, j->n_ranks_bad ? " (a proxy page claims more than "
+		       "NPROXY_NET_MAX_RANKS ranks: ignored)" : "");
 	for (size_t i = j->first; i < j->first + j->n; i++) {
 		const struct ctl_proxy *p = &l->v[i];
 

@@ -78,7 +78,8 @@ static int start_barrier(struct run_rank *ranks, uint32_t n, double deadline)
 		uint32_t dead;
 		int pid;
 
-		if (nproxy_bp_check_peers(ranks[i].bp, &dead, &pid) == NPROXY_PEER_DEAD)
+		if (nproxy_bp_check(ranks[i].bp) == NPROXY_PEER_DEAD &&
+		    nproxy_bp_dead_peer(ranks[i].bp, &dead, &pid))
 			return run_fail(RUN_EXIT_DEAD,
 					"rank %u: peer rank %u (pid %d) died before op %" PRIu64,
 					ranks[i].rank, nproxy_rank_of_bus_rank(ranks[i].nrank, dead),

@@ -127,15 +127,6 @@ NPROXY_API void nproxy_bp_hangup(struct nproxy_bp *bp);
  * a bad rank, this rank or NULL are ignored.
  */
 NPROXY_API void nproxy_bp_abandon(struct nproxy_bp *bp, uint32_t dead_rank);
-/*
- * Look once (never blocks) whether a peer died: NPROXY_SUCCESS while every
- * peer lives, else NPROXY_PEER_DEAD with *dead (optional) the bus rank to
- * name -- one that died on its own rather than one that gave up because
- * it saw another die -- and *pid (optional) its pid; nproxy_bp_strerror()
- * says the same in words.  What a waiter calls between two slices of a wait
- * on something else (a network task, a device program).
- */
-NPROXY_API enum nproxy_status nproxy_bp_check_peers(struct nproxy_bp *bp, uint32_t *dead, int *pid);
 /* The bus rank to name for gone_rank's exit: the rank it recorded with
  * nproxy_bp_abandon(), else gone_rank itself. */
 NPROXY_API uint32_t nproxy_bp_blame(const struct nproxy_bp *bp, uint32_t gone_rank);

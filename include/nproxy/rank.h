@@ -181,7 +181,7 @@ NPROXY_API enum nproxy_idle_policy nproxy_rank_idle_policy(const struct nproxy_r
 /* This rank in the job and the job's size (0 for NULL). */
 NPROXY_API uint32_t nproxy_rank_rank(const struct nproxy_rank *rank);
 NPROXY_API uint32_t nproxy_rank_size(const struct nproxy_rank *rank);
-/* The job rank of the local rank bus_rank (as nproxy_bp_check_peers()
+/* The job rank of the local rank bus_rank (as nproxy_bp_dead_peer()
  * names it); UINT32_MAX without a bus or out of range. */
 NPROXY_API uint32_t nproxy_rank_of_bus_rank(const struct nproxy_rank *rank, uint32_t bus_rank);
 

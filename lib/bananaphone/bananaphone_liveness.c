@@ -196,23 +196,3 @@ enum nproxy_status npx_bp_check_dead(struct nproxy_bp *bp)
 	}
 	return NPROXY_SUCCESS;
 }
-
-enum nproxy_status nproxy_bp_check_peers(struct nproxy_bp *bp, uint32_t *dead, int *pid)
-{
-	enum nproxy_status st;
-	uint32_t who;
-
-	if (!bp)
-		return NPROXY_INVALID;
-	st = npx_bp_check_dead(bp);
-	if (st != NPROXY_PEER_DEAD)
-		return st;
-	/* npx_bp_check_dead() recorded whom this rank gives up for. */
-	who = bp->ctl ? atomic_load(&npx_bp_rank_ctl(bp, bp->rank)->saw_dead) : 0;
-	who = who && who - 1 < bp->n ? who - 1 : bp->rank;
-	if (dead)
-		*dead = who;
-	if (pid)
-		*pid = (int)bp->pids[who];
-	return st;
-}

@@ -331,18 +331,28 @@ static enum nproxy_status op_fail(struct nproxy_coll *c, enum nproxy_coll_part p
 			     nproxy_coll_kind_name(c->op.kind), text);
 }
 
-/* A dead local peer, if the bus saw one: named by its job rank and pid. */
+/*
+ * A dead peer: a local one the bus saw (named by job rank and pid), or one
+ * on another host whose death reached this rank as the engine's abort
+ * (nproxy_rank_check: named in words, with its host).
+ */
 static bool peer_died(struct nproxy_coll *c)
 {
+	enum nproxy_status st = nproxy_rank_check(c->rank);
 	uint32_t dead;
 	int pid;
 
-	if (!c->bp || nproxy_bp_check_peers(c->bp, &dead, &pid) != NPROXY_PEER_DEAD)
+	if (st == NPROXY_SUCCESS)
 		return false;
-	c->op.res.dead_rank = nproxy_rank_of_bus_rank(c->rank, dead);
-	c->op.res.dead_pid = pid;
-	op_fail(c, NPROXY_COLL_PART_PEER, NPROXY_PEER_DEAD, "peer rank %u (pid %d) died",
-		c->op.res.dead_rank, pid);
+	if (st == NPROXY_PEER_DEAD && c->bp && nproxy_bp_dead_peer(c->bp, &dead, &pid)) {
+		c->op.res.dead_rank = nproxy_rank_of_bus_rank(c->rank, dead);
+		c->op.res.dead_pid = pid;
+		op_fail(c, NPROXY_COLL_PART_PEER, st, "peer rank %u (pid %d) died",
+			c->op.res.dead_rank, pid);
+	} else {
+		op_fail(c, st == NPROXY_PEER_DEAD ? NPROXY_COLL_PART_PEER : NPROXY_COLL_PART_NETWORK,
+			st, "%s", nproxy_rank_strerror(c->rank));
+	}
 	return true;
 }
 

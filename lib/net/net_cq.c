@@ -139,7 +139,9 @@ static enum nproxy_status read_cq_error(struct nproxy_net *net)
 		npx_net_set_err(net, "stream %u bb %u op %u (%s rank %u, %u bytes, tag %#" PRIx64
 			    ") failed: %s (%s)", stream, bb, idx, is_send ? "send to" : "recv from",
 			    peer, len, tag, fi_strerror(e.err), prov_text);
-		return npx_net_fail(net, e.err == FI_ETRUNC ? NPROXY_INVALID : NPROXY_NET_ERROR);
+		/* A message longer than the recv; shm reports the errno negated. */
+		return npx_net_fail(net, e.err == FI_ETRUNC || e.err == -FI_ETRUNC ?
+				    NPROXY_INVALID : NPROXY_NET_ERROR);
 	}
 }
 

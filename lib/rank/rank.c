@@ -350,12 +350,13 @@ enum nproxy_status nproxy_rank_open(const struct nproxy_rank_opts *opts,
 	uint32_t per_proxy;
 
 	open_err[0] = 0;
+	if (out)
+		*out = NULL;	/* on every failure, the NULL opts included */
 	if (!out || !opts) {
 		snprintf(open_err, sizeof(open_err), "rank: open: %s is NULL", out ? "opts" : "out");
 		nproxy_log(NPROXY_LOG_ERROR, "%s", open_err);
 		return NPROXY_INVALID;
 	}
-	*out = NULL;
 	/* Before any field is read: a short struct is not read past its size. */
 	if (NPX_OPTS_CHECK(opts, "nproxy_rank_open") != NPROXY_SUCCESS) {
 		snprintf(open_err, sizeof(open_err),

@@ -23,6 +23,18 @@ TEST_F(dev, node_is_misc_chardev_mode_0600)
 	EXPECT_EQ(0600, st.st_mode & 07777);
 }
 
+/*
+ * The fixed misc minor 249 (local-use range) that the char-major-10-249
+ * alias names: a dynamic minor would not autoload the module.
+ */
+TEST_F(dev, node_has_fixed_minor_249)
+{
+	struct stat st;
+
+	ASSERT_EQ(0, stat(NP_DEV_PATH, &st));
+	EXPECT_EQ(249, minor(st.st_rdev));
+}
+
 TEST_F(dev, get_info_reports_abi_and_limits)
 {
 	struct nproxy_info info;

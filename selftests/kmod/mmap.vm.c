@@ -410,4 +410,38 @@ TEST_F(map, info_page_not_writable_through_proc_mem)
 	munmap(info, self->page);
 }
 
+/*
+ * MADV_REMOVE (fallocate punch-hole) never applies to a region page: a
+ * mapping that may become writable (trigger, sem, proxy-state pages, even
+ * mapped read-only) reaches fallocate and gets ENODEV; the info page, whose
+ * mappings can never be writable, is refused before that with EACCES.
+ */
+TEST_F(map, madv_remove_errnos)
+{
+	static const struct {
+		off_t off;
+		int prot;
+		int err;
+	} cases[] = {
+		{ NPROXY_OFF_TRIGGERS, PROT_READ | PROT_WRITE, ENODEV },
+		{ NPROXY_OFF_TRIGGERS, PROT_READ, ENODEV },
+		{ NPROXY_OFF_SEMS, PROT_READ, ENODEV },
+		{ NPROXY_OFF_PROXY, PROT_READ, ENODEV },
+		{ NPROXY_OFF_INFO, PROT_READ, EACCES },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		void *p = mmap(NULL, self->page, cases[i].prot, MAP_SHARED, self->rfd, cases[i].off);
+
+		ASSERT_NE(MAP_FAILED, p);
+		errno = 0;
+		EXPECT_EQ(-1, madvise(p, self->page, MADV_REMOVE));
+		EXPECT_EQ(cases[i].err, errno) {
+			TH_LOG("offset %#lx prot %d", (long)cases[i].off, cases[i].prot);
+		}
+		munmap(p, self->page);
+	}
+}
+
 TEST_HARNESS_MAIN

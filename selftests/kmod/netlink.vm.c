@@ -620,4 +620,21 @@ TEST_F(raw, unprivileged_reads_but_cannot_change_state)
 	}
 }
 
+/*
+ * The genlmsg core refuses an unknown command and a dump of a do-only
+ * command itself (EOPNOTSUPP) before nproxy sees the request: those carry
+ * no extack message; every refusal of nproxy's own carries one.
+ */
+TEST_F(raw, core_eopnotsupp_has_no_message)
+{
+	struct np_nl_reply r;
+
+	EXPECT_EQ(-EOPNOTSUPP, np_nl_req1(self->sk, self->family, NPROXY_CMD_MAX + 1, 0,
+					  0, NULL, 0, &r));
+	EXPECT_STREQ("", r.msg);
+	EXPECT_EQ(-EOPNOTSUPP, np_nl_req1(self->sk, self->family, NPROXY_CMD_GET_INFO,
+					  NLM_F_DUMP, 0, NULL, 0, &r));
+	EXPECT_STREQ("", r.msg);
+}
+
 TEST_HARNESS_MAIN

@@ -453,4 +453,35 @@ TEST_F(prog, collect_bad_pointer_keeps_result)
 	EXPECT_EQ(NPROXY_PROG_DONE, res.state);
 }
 
+/*
+ * SUBMIT_PROG writes seq back: from a read-only struct it is EFAULT before
+ * the program is queued (no step ran, prog_seq unchanged, the next submit
+ * works) rather than a program that ran and an EFAULT after it.
+ */
+TEST_F(prog, submit_read_only_struct_not_queued)
+{
+	struct nproxy_prog_step step = np_step(NPROXY_STEP_INC_SEM, 0, 1, 0);
+	struct nproxy_prog_submit *ro;
+	struct nproxy_prog_result res;
+	uint64_t seq = 0;
+
+	ro = mmap(NULL, np_page_size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, ro);
+	ro->n_steps = 1;
+	ro->steps = (uintptr_t)&step;
+	ASSERT_EQ(0, mprotect(ro, np_page_size(), PROT_READ));
+	errno = 0;
+	EXPECT_EQ(-1, ioctl(self->rfd, NPROXY_IOC_SUBMIT_PROG, ro));
+	EXPECT_EQ(EFAULT, errno);
+	EXPECT_EQ(0, self->info->prog_seq);
+	EXPECT_EQ(NPROXY_PROG_NONE, self->info->prog_state);
+	EXPECT_EQ(-ENOENT, ioctl(self->rfd, NPROXY_IOC_COLLECT_PROG, &res) ? -errno : 0);
+	EXPECT_EQ(0, np_load_acquire64(&self->sems[0]));
+	ASSERT_EQ(0, np_submit(self->rfd, &step, 1, &seq));
+	EXPECT_EQ(1, seq);
+	ASSERT_EQ(0, np_wait_collect(self->rfd, 5000, &res));
+	EXPECT_EQ(1, np_load_acquire64(&self->sems[0]));
+	munmap(ro, np_page_size());
+}
+
 TEST_HARNESS_MAIN

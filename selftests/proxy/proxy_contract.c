@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Points of the reference runtime's contract that no other test would see
- * broken, each found by breaking lib/ on purpose (scripts/lib-mutation-check.sh):
+ * broken, each found by breaking lib/ on purpose (scripts/mutation-regression.txt):
  * the run-state numbers, the order in which a task's status is published,
  * affinity applied on the create path only, destroy waking a parked worker,
  * and the last release joining the worker before it returns.

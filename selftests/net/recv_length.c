@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The recv length checks fed bad input: a one-rank engine (shm) whose
+ * block sends to itself into a 16-byte recv.  8 bytes: the completion's
+ * length is checked, the block fails NPROXY_INVALID and the error names the
+ * stream, the block, the op, the peer and both lengths.  32 bytes: the
+ * provider reports a truncation error completion, which fails the block
+ * NPROXY_INVALID naming the recv.  A matching pair (16 into 16) completes.
+ */
+#include "kselftest_harness.h"
+#include <string.h>
+#include <nproxy/net.h>
+#include <nproxy/seam.h>
+
+static uint8_t buf[4096];
+
+/* Run one block of a recv of recv_len and a send of send_len to self. */
+static enum nproxy_status run_pair(struct nproxy_net *net, uint32_t bb, uint32_t recv_len,
+				   uint32_t send_len)
+{
+	uint64_t sems[2] = { 0 };
+	struct nproxy_device_sems dev = { .sems = sems, .n_sems = 2 };
+	struct nproxy_net_addr src = { 0 }, dst = { .offset = 1024 };
+	struct nproxy_net_op pair[2] = {
+		{ .kind = NPROXY_NET_OP_RECV, .peer = 0, .addr_idx = 0, .len = recv_len },
+		{ .kind = NPROXY_NET_OP_SEND, .peer = 0, .addr_idx = 0, .len = send_len },
+	};
+	struct nproxy_fifo_set fs = { .ops = pair, .n_ops = 2, .src = &src, .n_src = 1,
+				      .dst = &dst, .n_dst = 1 };
+	enum nproxy_status st = NPROXY_SUCCESS;
+	struct nproxy_seam seam;
+	bool idle, bd = false, done = false;
+	uint32_t mr;
+
+	nproxy_net_seam(net, &seam);
+	if (nproxy_net_mr_register(net, buf, sizeof(buf), &mr))
+		return NPROXY_RESOURCE;
+	src.mr = dst.mr = mr;
+	st = seam.ops->start(seam.engine, 0, bb, &fs, &dev);
+	for (int i = 0; !st && !done && i < 1000000; i++)
+		st = seam.ops->progress(seam.engine, 0, bb, &idle, &bd, &done);
+	if (!st && !done)
+		st = NPROXY_TIMEOUT;
+	seam.ops->stop(seam.engine, 0, bb);
+	nproxy_net_mr_deregister(net, mr);
+	return st;
+}
+
+static struct nproxy_net *open_single(void)
+{
+	struct nproxy_net_opts o = { .size = sizeof(o), .rank = 0, .n_ranks = 1, .timeout_ms = 5000,
+				     .provider = "shm" };
+	struct nproxy_net *net = NULL;
+
+	return nproxy_net_open(&o, &net) == NPROXY_SUCCESS ? net : NULL;
+}
+
+TEST(matching_lengths_complete)
+{
+	struct nproxy_net *net = open_single();
+
+	if (!net)
+		SKIP(return, "no libfabric shm provider here");
+	EXPECT_EQ((int)NPROXY_SUCCESS, (int)run_pair(net, 0, 16, 16));
+	nproxy_net_close(net);
+}
+
+TEST(short_message_fails_the_block_with_both_lengths)
+{
+	struct nproxy_net *net = open_single();
+	const char *err;
+
+	if (!net)
+		SKIP(return, "no libfabric shm provider here");
+	EXPECT_EQ((int)NPROXY_INVALID, (int)run_pair(net, 0, 16, 8));
+	err = nproxy_net_strerror(net);
+	EXPECT_NE(NULL, strstr(err, "stream 0 bb 0 op 0: recv from rank 0 got 8 bytes, expected 16")) {
+		TH_LOG("error: \"%s\"", err);
+	}
+	nproxy_net_close(net);
+}
+
+/* 32 bytes into a 16-byte recv: the provider's truncation error completion. */
+TEST(long_message_is_a_truncation_error_of_the_recv)
+{
+	struct nproxy_net *net = open_single();
+	const char *err;
+
+	if (!net)
+		SKIP(return, "no libfabric shm provider here");
+	EXPECT_EQ((int)NPROXY_INVALID, (int)run_pair(net, 0, 16, 32));
+	err = nproxy_net_strerror(net);
+	EXPECT_NE(NULL, strstr(err, "stream 0 bb 0 op 0 (recv from rank 0, 16 bytes")) {
+		TH_LOG("error: \"%s\"", err);
+	}
+	EXPECT_NE(NULL, strstr(err, "failed: ")) {
+		TH_LOG("error: \"%s\"", err);
+	}
+	nproxy_net_close(net);
+}
+
+TEST_HARNESS_MAIN

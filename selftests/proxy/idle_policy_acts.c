@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * What each idle policy does while its worker's only task never moves
+ * (selftests/common's idle seam), counted rather than timed:
+ *   SPIN            re-ticks: no sched_yield(), no park;
+ *   YIELD           one sched_yield() per idle tick, no park;
+ *   ADAPTIVE        parks after its spin window, and the park doubles
+ *                   (16 us up to 1 ms) once the spell is 2 ms old, so a
+ *                   long spell parks a few hundred times a second, not
+ *                   once per 16 us;
+ *   ADAPTIVE_YIELD  the same parks, with yields in the spin window.
+ * sched_yield() is interposed by this program (the library is linked in
+ * statically); the parks are the group's idle_parks statistic.
+ */
+#include "kselftest_harness.h"
+#include <sched.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include <nproxy/proxy.h>
+#include "nproxy_test.h"
+
+#define WINDOW_MS	300
+
+static uint64_t n_yields;
+
+int sched_yield(void)
+{
+	__atomic_add_fetch(&n_yields, 1, __ATOMIC_RELAXED);
+	return (int)syscall(SYS_sched_yield);
+}
+
+struct idle_counts {
+	uint64_t ticks, idle_ticks, yields, parks;
+};
+
+/* One comm with one never-moving task under policy; counts over WINDOW_MS. */
+static int count_idle(enum nproxy_idle_policy policy, struct idle_counts *c)
+{
+	struct nproxy_proxy_stats a, b;
+	struct nproxy_comm *comm;
+	uint64_t y0;
+
+	if (nproxy_test_idle_task_open(policy, &comm))
+		return -1;
+	if (nproxy_test_idle_tasks_settle(1, 5000, &a)) {
+		nproxy_comm_close(comm);
+		return -1;
+	}
+	y0 = __atomic_load_n(&n_yields, __ATOMIC_RELAXED);
+	nproxy_proxy_group_stats(0, &a);
+	nproxy_test_sleep_ms(WINDOW_MS);
+	nproxy_proxy_group_stats(0, &b);
+	c->yields = __atomic_load_n(&n_yields, __ATOMIC_RELAXED) - y0;
+	c->ticks = b.ticks - a.ticks;
+	c->idle_ticks = b.idle_ticks - a.idle_ticks;
+	c->parks = b.idle_parks - a.idle_parks;
+	nproxy_comm_close(comm);
+	return (int)(b.idle_policy != policy);
+}
+
+static void show(struct __test_metadata *_metadata, const char *name, const struct idle_counts *c)
+{
+	TH_LOG("%s over %d ms: %llu ticks (%llu idle), %llu yields, %llu parks", name, WINDOW_MS,
+	       (unsigned long long)c->ticks, (unsigned long long)c->idle_ticks,
+	       (unsigned long long)c->yields, (unsigned long long)c->parks);
+}
+
+TEST(spin_neither_yields_nor_parks)
+{
+	struct idle_counts c;
+
+	ASSERT_EQ(0, count_idle(NPROXY_IDLE_SPIN, &c));
+	show(_metadata, "spin", &c);
+	EXPECT_LT(100u, c.idle_ticks);
+	EXPECT_EQ(0u, c.yields);
+	EXPECT_EQ(0u, c.parks);
+}
+
+TEST(yield_yields_every_idle_tick_and_never_parks)
+{
+	struct idle_counts c;
+
+	ASSERT_EQ(0, count_idle(NPROXY_IDLE_YIELD, &c));
+	show(_metadata, "yield", &c);
+	EXPECT_LT(100u, c.yields);
+	/* One yield per idle tick (the window's edges may split one). */
+	EXPECT_GE(c.yields + 2, c.idle_ticks);
+	EXPECT_LE(c.yields, c.idle_ticks + 2);
+	EXPECT_EQ(0u, c.parks);
+}
+
+/*
+ * A spell older than its spin window only parks; the parks double, so
+ * WINDOW_MS holds at most about one per ms (2 per ms allowed), not one
+ * per 16 us.
+ */
+TEST(adaptive_parks_and_doubles_its_park)
+{
+	struct idle_counts c;
+
+	ASSERT_EQ(0, count_idle(NPROXY_IDLE_ADAPTIVE, &c));
+	show(_metadata, "adaptive", &c);
+	EXPECT_LT(0u, c.parks);
+	EXPECT_GE(c.idle_ticks, c.parks);
+	EXPECT_GT(WINDOW_MS * 2u, c.parks);
+	/* Past the spin window: no yields while parked. */
+	EXPECT_GT(c.parks, c.yields);
+}
+
+TEST(adaptive_yield_parks_too)
+{
+	struct idle_counts c;
+
+	ASSERT_EQ(0, count_idle(NPROXY_IDLE_ADAPTIVE_YIELD, &c));
+	show(_metadata, "adaptive-yield", &c);
+	EXPECT_LT(0u, c.parks);
+	EXPECT_GT(WINDOW_MS * 2u, c.parks);
+	EXPECT_GT(c.parks, c.yields);
+}
+
+TEST_HARNESS_MAIN
