@@ -68,16 +68,26 @@ static void bind_to_cpu(uint32_t index)
 			strerror(errno));
 }
 
-static int check_world(const struct run_opts *o, uint32_t n_procs)
+/*
+ * The job's limit is the engine's (NPROXY_NET_MAX_RANKS); the ranks on one
+ * host are limited by the bananaphone bus (RUN_MAX_RANKS).  local_procs:
+ * this host's processes (the fork path: all of them).
+ */
+static int check_world(const struct run_opts *o, uint32_t n_procs, uint32_t local_procs)
 {
 	uint32_t world = n_procs * o->ranks_per_proc;
+	uint32_t local = (local_procs ? local_procs : 1) * o->ranks_per_proc;
 
 	if (world < 2) {
 		return run_usage_error("%s needs at least 2 ranks (procs x ranks-per-proc = %u)",
 				       run_coll_name(o->coll), world);
 	}
-	if (world > RUN_MAX_RANKS) {
-		return run_usage_error("%u ranks: at most %u (procs x ranks-per-proc)", world,
+	if (world > NPROXY_NET_MAX_RANKS) {
+		return run_usage_error("%u ranks: at most %u in a job (procs x ranks-per-proc)",
+				       world, NPROXY_NET_MAX_RANKS);
+	}
+	if (local > RUN_MAX_RANKS) {
+		return run_usage_error("%u ranks on this host: at most %u (the local bus)", local,
 				       RUN_MAX_RANKS);
 	}
 	return 0;
@@ -164,7 +174,7 @@ static int run_launched(const struct run_opts *o, struct run_place *place)
 		fprintf(stderr, "nproxy-run: out of memory\n");
 		return RUN_EXIT_FAILURE;
 	}
-	code = check_world(o, place->n_procs);
+	code = check_world(o, place->n_procs, place->local_procs);
 	if (code) {
 		free(rec);
 		return code;
@@ -591,7 +601,7 @@ static int run_forked(const struct run_opts *o)
 		.t0 = run_now(),
 	};
 	struct sigaction sa = { .sa_handler = on_interrupt };
-	int code = check_world(o, sv.P);
+	int code = check_world(o, sv.P, sv.P);
 
 	if (code)
 		return code;

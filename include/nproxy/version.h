@@ -23,9 +23,9 @@ extern "C" {
 #endif
 
 #define NPROXY_VERSION_MAJOR	0
-#define NPROXY_VERSION_MINOR	2
+#define NPROXY_VERSION_MINOR	3
 #define NPROXY_VERSION_PATCH	0
-#define NPROXY_VERSION_STRING	"0.2.0"
+#define NPROXY_VERSION_STRING	"0.3.0"
 
 /* One comparable number: 0.1.0 is 100, 1.2.3 is 10203. */
 #define NPROXY_VERSION_NUMBER(major, minor, patch) \

@@ -434,6 +434,10 @@ static enum nproxy_status op_end(struct nproxy_coll *c, struct nproxy_coll_resul
 {
 	enum nproxy_status st = c->op.res.status;
 
+	/* NPROXY_BUSY means "still running" to a waiter: a task that failed
+	 * with it (a barrier entered out of turn) is a plain failure here. */
+	if (st == NPROXY_BUSY)
+		st = c->op.res.status = NPROXY_FAILURE;
 	if (st != NPROXY_SUCCESS) {
 		op_abort(c);
 	} else {

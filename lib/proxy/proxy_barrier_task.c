@@ -39,6 +39,7 @@ static void barrier_fail(struct barrier_task *bt, const char *what, enum nproxy_
 
 	nproxy_log(NPROXY_LOG_ERROR, "[nec_dev %u] host barrier %s (rank %u seq %llu) returns %d",
 		   comm->device_index, what, comm->rank, (unsigned long long)bt->seq, (int)rc);
+	bt->base.comm->barrier_turn = bt->seq;
 	proxy_status_publish(bt->base.status, rc, NPROXY_TASK_STATE_DONE);
 }
 
@@ -62,6 +63,9 @@ static void barrier_step(struct proxy_task *t)
 	switch ((enum nproxy_task_run_state)proxy_status_run_state(t->status)) {
 	case NPROXY_TASK_STATE_INIT:
 	case NPROXY_TASK_STATE_WAITING_DEVICE_TRIGGER:
+		/* The previous op's barrier first: host barriers go in order. */
+		if (bt->seq != t->comm->barrier_turn + 1)
+			break;
 		if (!npx_proxy_task_can_start(t)) {
 			proxy_status_set_state(t->status, NPROXY_TASK_STATE_WAITING_DEVICE_TRIGGER);
 			break;
@@ -92,6 +96,7 @@ static void barrier_step(struct proxy_task *t)
 			break;
 		}
 		barrier_leader_signal(bt);
+		t->comm->barrier_turn = bt->seq;
 		proxy_status_publish(t->status, NPROXY_SUCCESS, NPROXY_TASK_STATE_DONE);
 		break;
 	case NPROXY_TASK_STATE_DONE:
@@ -104,6 +109,9 @@ static void barrier_destroy(struct proxy_task *t)
 {
 	struct nproxy_comm *comm = t->comm;
 
+	/* An aborted barrier must not hold back the ones after it. */
+	if (comm->barrier_turn < to_barrier(t)->seq)
+		comm->barrier_turn = to_barrier(t)->seq;
 	npx_proxy_task_fini(t);
 	if (!npx_proxy_cache_put(comm, PROXY_CACHE_BARRIER_TASK, t))
 		free(to_barrier(t));

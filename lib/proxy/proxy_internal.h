@@ -238,6 +238,14 @@ struct nproxy_comm {
 	uint64_t next_ctx;		/* atomic: library-assigned ctx values */
 	uint64_t barrier_seq;		/* atomic: host barrier sequence numbers */
 	/*
+	 * The last host barrier this comm finished (or failed): a barrier
+	 * task arrives only at barrier_turn + 1, because a host barrier is
+	 * entered once the one before it is done.  With the op verb an op's
+	 * barrier task overlaps the next op, so two may be active at once.
+	 * Touched only by the thread that steps the group.
+	 */
+	uint64_t barrier_turn;
+	/*
 	 * Network tasks of one comm run one at a time, in enqueue order: the
 	 * seam names a block by (stream, bb) only.  net_seq is taken by
 	 * producers (atomic); net_turn is touched only by the group's worker.

@@ -75,8 +75,26 @@ TEST(bad_fifo_records)
 	ASSERT_EQ((int)NPROXY_SUCCESS, (int)nproxy_net_mr_deregister(net, mr2));
 	a.mr = mr;
 
-	op.kind = 3;
+	op.kind = NPROXY_NET_OP_REDUCE + 1;
 	EXPECT_EQ((int)NPROXY_INVALID, (int)seam.ops->start(seam.engine, 0, 0, &fs, &dev));
+	/* A REDUCE has no peer, a known type and op, and whole elements. */
+	op.kind = NPROXY_NET_OP_REDUCE;
+	op.dtype = NPROXY_FLOAT32;
+	op.peer = 1;
+	EXPECT_EQ((int)NPROXY_INVALID, (int)seam.ops->start(seam.engine, 0, 0, &fs, &dev));
+	op.peer = 0;
+	op.dtype = NPROXY_DTYPE_COUNT;
+	EXPECT_EQ((int)NPROXY_INVALID, (int)seam.ops->start(seam.engine, 0, 0, &fs, &dev));
+	op.dtype = NPROXY_FLOAT64;
+	op.len = 12;	/* not a whole number of doubles */
+	EXPECT_EQ((int)NPROXY_INVALID, (int)seam.ops->start(seam.engine, 0, 0, &fs, &dev));
+	op.dtype = NPROXY_FLOAT32;
+	op.redop = NPROXY_REDOP_COUNT;
+	EXPECT_EQ((int)NPROXY_INVALID, (int)seam.ops->start(seam.engine, 0, 0, &fs, &dev));
+	EXPECT_NE(NULL, strstr(nproxy_net_strerror(net), "bad REDUCE"));
+	op.redop = 0;
+	op.dtype = 0;
+	op.len = 16;
 	op.kind = NPROXY_NET_OP_SEND;
 	op.peer = 1;
 	EXPECT_EQ((int)NPROXY_INVALID, (int)seam.ops->start(seam.engine, 0, 0, &fs, &dev));

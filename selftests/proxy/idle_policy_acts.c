@@ -83,9 +83,12 @@ TEST(yield_yields_every_idle_tick_and_never_parks)
 	ASSERT_EQ(0, count_idle(NPROXY_IDLE_YIELD, &c));
 	show(_metadata, "yield", &c);
 	EXPECT_LT(100u, c.yields);
-	/* One yield per idle tick (the window's edges may split one). */
-	EXPECT_GE(c.yields + 2, c.idle_ticks);
-	EXPECT_LE(c.yields, c.idle_ticks + 2);
+	/*
+	 * One yield per idle tick: the window's edges may split a few, and a
+	 * producer taking the lock makes the worker yield once more.
+	 */
+	EXPECT_GE(c.yields + 8, c.idle_ticks);
+	EXPECT_LE(c.yields, c.idle_ticks + 8);
 	EXPECT_EQ(0u, c.parks);
 }
 
