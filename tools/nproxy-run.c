@@ -426,6 +426,14 @@ static void stop_ranks(struct supervisor *sv, double now)
 {
 	char what[96];
 
+	/*
+	 * Freeze them all first: a rank still running while another is
+	 * killed would see a peer die (the library checks every 10 ms) and
+	 * say so, blaming a rank the supervisor stopped.
+	 */
+	for (uint32_t p = 0; p < sv->P; p++)
+		if (!sv->kids[p].reaped)
+			kill(sv->kids[p].pid, SIGSTOP);
 	for (uint32_t p = 0; p < sv->P; p++)
 		if (!sv->kids[p].reaped)
 			kill(sv->kids[p].pid, SIGKILL);
