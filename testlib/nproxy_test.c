@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <ftw.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -252,8 +253,33 @@ int nproxy_test_count_fds(void)
 	return n < 0 ? -1 : n - 1;
 }
 
+static void *no_op_thread(void *arg)
+{
+	return arg;
+}
+
+/*
+ * ThreadSanitizer starts its own background thread at a process's first
+ * pthread_create (and a forked child starts without it), so a count taken
+ * before the library's first thread would grow by one that never leaves.
+ * Create and join one thread per process before the first count; in other
+ * builds this costs one short thread.
+ */
+static void start_runtime_threads(void)
+{
+	static pid_t started_in;
+	pthread_t t;
+
+	if (started_in == getpid())
+		return;
+	if (!pthread_create(&t, NULL, no_op_thread, NULL))
+		pthread_join(t, NULL);
+	started_in = getpid();
+}
+
 int nproxy_test_count_threads(void)
 {
+	start_runtime_threads();
 	return nproxy_test_count_dir("/proc/self/task", NULL);
 }
 
