@@ -1,0 +1,234 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * nproxy_reduce(): every (type, operator) against an oracle the library
+ * does not share.  Half is checked against the compiler's _Float16 (libgcc's
+ * IEEE conversions) for every one of the 65536 values of the accumulator;
+ * bfloat16 against a rounding that picks the nearer of the two candidates
+ * in double.  Lengths are not multiples of the vector width, so both the
+ * vector loops and their tails run, and acc == in (x op x) is allowed.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "kselftest_harness.h"
+#include <nproxy/seam.h>
+
+static const enum nproxy_redop all_ops[] = { NPROXY_SUM, NPROXY_PROD, NPROXY_MAX, NPROXY_MIN,
+					     NPROXY_AVG };
+
+static float oracle_op(float x, float y, enum nproxy_redop op)
+{
+	switch (op) {
+	case NPROXY_PROD: return x * y;
+	case NPROXY_MAX: return x > y ? x : y;
+	case NPROXY_MIN: return x < y ? x : y;
+	default: return x + y;		/* SUM, and AVG before its division */
+	}
+}
+
+static uint16_t f16_bits(_Float16 h)
+{
+	uint16_t b;
+
+	memcpy(&b, &h, sizeof(b));
+	return b;
+}
+
+static _Float16 f16_of(uint16_t b)
+{
+	_Float16 h;
+
+	memcpy(&h, &b, sizeof(h));
+	return h;
+}
+
+static bool f16_is_nan(uint16_t b)
+{
+	return (b & 0x7c00) == 0x7c00 && (b & 0x3ff);
+}
+
+/* Accumulators: every half value; inputs: the awkward ones. */
+TEST(half_matches_ieee_for_every_value)
+{
+	static const uint16_t ins[] = { 0x0000, 0x8000, 0x3c00, 0xbc00, 0x0001, 0x03ff, 0x0400,
+					0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0x3555, 0x4248 };
+	const size_t n = 65536 + 5;	/* not a multiple of 8: the tail too */
+	uint16_t *acc = malloc(n * 2), *in = malloc(n * 2);
+	unsigned int bad = 0;
+
+	ASSERT_TRUE(acc && in);
+	for (size_t k = 0; k < sizeof(ins) / sizeof(ins[0]); k++) {
+		for (size_t o = 0; o < sizeof(all_ops) / sizeof(all_ops[0]); o++) {
+			for (size_t i = 0; i < n; i++) {
+				acc[i] = (uint16_t)i;
+				in[i] = ins[k];
+			}
+			ASSERT_EQ(NPROXY_SUCCESS, nproxy_reduce(acc, in, n, NPROXY_FLOAT16, all_ops[o]));
+			for (size_t i = 0; i < n; i++) {
+				uint16_t want = f16_bits((_Float16)oracle_op((float)f16_of((uint16_t)i),
+									   (float)f16_of(ins[k]),
+									   all_ops[o]));
+
+				if (f16_is_nan(want) ? !f16_is_nan(acc[i]) : acc[i] != want) {
+					if (bad++ < 5)
+						TH_LOG("%s: 0x%04zx op 0x%04x = 0x%04x, want 0x%04x",
+						       nproxy_redop_name(all_ops[o]), i & 0xffff,
+						       ins[k], acc[i], want);
+				}
+			}
+		}
+	}
+	EXPECT_EQ(0, bad);
+	free(acc);
+	free(in);
+}
+
+static float bf16_to_float(uint16_t b)
+{
+	uint32_t u = (uint32_t)b << 16;
+	float f;
+
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+/* Round to nearest, ties to even, by comparing the two candidates. */
+static uint16_t oracle_bf16(float f)
+{
+	uint32_t u;
+	uint16_t lo, hi;
+	double dlo, dhi, d = f;
+
+	memcpy(&u, &f, sizeof(u));
+	if (isnan(f))
+		return 0x7fc0;
+	lo = (uint16_t)(u >> 16);
+	if ((u & 0xffff) == 0)
+		return lo;
+	hi = (uint16_t)(lo + 1);	/* away from zero; may become infinity */
+	dlo = fabs(d - bf16_to_float(lo));
+	/* Past the largest finite value, infinity stands where 2^128 would. */
+	dhi = isinf(bf16_to_float(hi)) ? fabs(d - copysign(ldexp(1.0, 128), d)) :
+	      fabs(d - bf16_to_float(hi));
+	if (dlo != dhi)
+		return dlo < dhi ? lo : hi;
+	return (lo & 1) ? hi : lo;
+}
+
+TEST(bfloat16_rounds_to_nearest_even)
+{
+	const size_t n = 65536 + 7;
+	static const uint16_t ins[] = { 0x0000, 0x3f80, 0xbf80, 0x3f81, 0x0001, 0x7f7f, 0x7f80,
+					0xff80, 0x7fc0, 0x4049, 0x3c00 };
+	uint16_t *acc = malloc(n * 2), *in = malloc(n * 2);
+	unsigned int bad = 0;
+
+	ASSERT_TRUE(acc && in);
+	for (size_t k = 0; k < sizeof(ins) / sizeof(ins[0]); k++) {
+		for (size_t o = 0; o < sizeof(all_ops) / sizeof(all_ops[0]); o++) {
+			for (size_t i = 0; i < n; i++) {
+				acc[i] = (uint16_t)i;
+				in[i] = ins[k];
+			}
+			ASSERT_EQ(NPROXY_SUCCESS, nproxy_reduce(acc, in, n, NPROXY_BFLOAT16, all_ops[o]));
+			for (size_t i = 0; i < n; i++) {
+				float r = oracle_op(bf16_to_float((uint16_t)i), bf16_to_float(ins[k]),
+						    all_ops[o]);
+				uint16_t want = oracle_bf16(r);
+				bool nan_ok = isnan(r) && isnan(bf16_to_float(acc[i]));
+
+				if (!nan_ok && acc[i] != want && bad++ < 5)
+					TH_LOG("%s: 0x%04zx op 0x%04x = 0x%04x, want 0x%04x",
+					       nproxy_redop_name(all_ops[o]), i & 0xffff, ins[k],
+					       acc[i], want);
+			}
+		}
+	}
+	EXPECT_EQ(0, bad);
+	free(acc);
+	free(in);
+}
+
+/* The integer and float types: C's arithmetic in the type (wrapping). */
+#define CHECK_TYPE(T, DT)							\
+	do {									\
+		T a[37], b[37], want[37];					\
+		for (size_t o = 0; o < sizeof(all_ops) / sizeof(all_ops[0]); o++) { \
+			for (size_t i = 0; i < 37; i++) {			\
+				a[i] = (T)(i * 37 + 100);			\
+				b[i] = (T)(i % 3 ? (T)(i * 11) : (T)-(T)(i + 1)); \
+				want[i] = (T)oracle_##T(a[i], b[i], all_ops[o]); \
+			}							\
+			ASSERT_EQ(NPROXY_SUCCESS, nproxy_reduce(a, b, 37, DT, all_ops[o])); \
+			EXPECT_EQ(0, memcmp(a, want, sizeof(a))) TH_LOG("%s %s", \
+				nproxy_dtype_name(DT), nproxy_redop_name(all_ops[o])); \
+		}							\
+	} while (0)
+
+#define ORACLE(T)								\
+	static T oracle_##T(T x, T y, enum nproxy_redop op)		\
+	{									\
+		switch (op) {							\
+		case NPROXY_PROD: return (T)(x * y);				\
+		case NPROXY_MAX: return x > y ? x : y;				\
+		case NPROXY_MIN: return x < y ? x : y;				\
+		default: return (T)(x + y);					\
+		}								\
+	}
+ORACLE(int8_t)
+ORACLE(uint8_t)
+ORACLE(int32_t)
+ORACLE(uint32_t)
+ORACLE(int64_t)
+ORACLE(uint64_t)
+ORACLE(float)
+ORACLE(double)
+
+TEST(integer_and_float_types_compute_in_the_type)
+{
+	CHECK_TYPE(int8_t, NPROXY_INT8);
+	CHECK_TYPE(uint8_t, NPROXY_UINT8);
+	CHECK_TYPE(int32_t, NPROXY_INT32);
+	CHECK_TYPE(uint32_t, NPROXY_UINT32);
+	CHECK_TYPE(int64_t, NPROXY_INT64);
+	CHECK_TYPE(uint64_t, NPROXY_UINT64);
+	CHECK_TYPE(float, NPROXY_FLOAT32);
+	CHECK_TYPE(double, NPROXY_FLOAT64);
+}
+
+/* acc and in may be the same buffer (x op x). */
+TEST(the_accumulator_may_be_the_input)
+{
+	uint32_t v[19];
+	uint16_t h[19];
+
+	for (uint32_t i = 0; i < 19; i++) {
+		v[i] = i;
+		h[i] = f16_bits((_Float16)(float)i);
+	}
+	ASSERT_EQ(NPROXY_SUCCESS, nproxy_reduce(v, v, 19, NPROXY_UINT32, NPROXY_SUM));
+	ASSERT_EQ(NPROXY_SUCCESS, nproxy_reduce(h, h, 19, NPROXY_FLOAT16, NPROXY_SUM));
+	for (uint32_t i = 0; i < 19; i++) {
+		EXPECT_EQ(2 * i, v[i]);
+		EXPECT_EQ(f16_bits((_Float16)(float)(2 * i)), h[i]);
+	}
+}
+
+TEST(unknown_type_or_operator_is_invalid)
+{
+	uint32_t a = 1, b = 2;
+
+	EXPECT_EQ(NPROXY_INVALID, nproxy_reduce(&a, &b, 1, NPROXY_DTYPE_COUNT, NPROXY_SUM));
+	EXPECT_EQ(NPROXY_INVALID, nproxy_reduce(&a, &b, 1, NPROXY_UINT32, NPROXY_REDOP_COUNT));
+	EXPECT_EQ(NPROXY_INVALID, nproxy_reduce(NULL, &b, 1, NPROXY_UINT32, NPROXY_SUM));
+	EXPECT_EQ(NPROXY_SUCCESS, nproxy_reduce(NULL, NULL, 0, NPROXY_UINT32, NPROXY_SUM));
+	EXPECT_EQ(1u, a);
+	EXPECT_EQ(0u, nproxy_dtype_size(NPROXY_DTYPE_COUNT));
+	EXPECT_EQ(2u, nproxy_dtype_size(NPROXY_BFLOAT16));
+	EXPECT_STREQ("bfloat16", nproxy_dtype_name(NPROXY_BFLOAT16));
+	EXPECT_STREQ("avg", nproxy_redop_name(NPROXY_AVG));
+	EXPECT_EQ(NULL, nproxy_redop_name(NPROXY_REDOP_COUNT));
+}
+
+TEST_HARNESS_MAIN
