@@ -193,8 +193,7 @@ static int run_row(struct run_rank *ranks, const struct job_hooks *h, uint32_t s
 		__atomic_add_fetch(&rec->progress, o->warmup + o->iters, __ATOMIC_RELEASE);
 		return RUN_EXIT_OK;
 	}
-	run_phase("%s %" PRIu64 " B %s", run_coll_name(o->coll), row.bytes,
-		  nproxy_dtype_name(row.dtype));
+	run_phase("%s %" PRIu64 " B", run_coll_name(o->coll), row.bytes);
 	for (uint32_t i = 0; i < R && !code; i++)
 		code = run_buffers_alloc(&ranks[i], &row);
 	if (!code)
