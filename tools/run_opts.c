@@ -67,6 +67,9 @@ void run_usage(FILE *f)
 "  -h, --help                 this text\n"
 "  -V, --version              version\n"
 "\n"
+"Run as nproxy_all_reduce_perf, nproxy_all_gather_perf or nproxy_sendrecv_perf\n"
+"it takes nccl-tests' options and prints its table (nccl-tests mode).\n"
+"\n"
 "Exit status: 0 ok, 1 verification error, 2 usage, 3 timeout, 4 a rank died,\n"
 "5 setup/library failure, 128+N interrupted by signal N.  See nproxy-run(1).\n");
 }
