@@ -98,7 +98,7 @@ static void print_header(const struct run_opts *o, const struct run_place *place
 	       rec0->provider[0] ? rec0->provider : "?", rec0->handshake[0] ? rec0->handshake : "?",
 	       place->launcher);
 	printf("# Collective test starting: %s\n", n->prog);
-	printf("# nThread %u nGpus %u minBytes %llu maxBytes %llu step: %llu(%s) warmup iters: %u iters: %u agg iters: %u validation: %u graph: 0\n",
+	printf("# nThread %u nGpus %u minBytes %llu maxBytes %llu step: %llu(%s) warmup iters: %u iters: %u agg iters: %u validation: %u graph: 0 unalign: 0\n",
 	       n->threads, n->gpus, (unsigned long long)n->minb, (unsigned long long)n->maxb,
 	       (unsigned long long)(n->stepf > 1 ? n->stepf : n->stepb),
 	       n->stepf > 1 ? "factor" : "bytes", o->warmup, n->iters, n->agg_iters, n->check);
