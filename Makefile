@@ -204,6 +204,7 @@ INSTALLED_FILES = $(INSTALL_LIB)/libnproxy.a $(INSTALL_LIB)/libnproxy.so.0 $(INS
 	$(addprefix $(DESTDIR)$(INCLUDEDIR)/nproxy/,$(notdir $(wildcard include/nproxy/*.h))) \
 	$(DESTDIR)$(INCLUDEDIR)/linux/nproxy.h \
 	$(DESTDIR)$(BINDIR)/nproxy-run $(DESTDIR)$(SBINDIR)/nproxyctl \
+	$(addprefix $(DESTDIR)$(BINDIR)/nproxy_,all_reduce_perf all_gather_perf sendrecv_perf) \
 	$(foreach m,$(MAN_PAGES),$(DESTDIR)$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m))) \
 	$(foreach a,$(MAN3_ALIASES),$(DESTDIR)$(MANDIR)/man3/$(firstword $(subst =, ,$(a))).3) \
 	$(DESTDIR)$(BASHCOMPDIR)/nproxy-run $(DESTDIR)$(BASHCOMPDIR)/nproxyctl \

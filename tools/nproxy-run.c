@@ -78,6 +78,10 @@ static int check_world(const struct run_opts *o, uint32_t n_procs, uint32_t loca
 	uint32_t world = n_procs * o->ranks_per_proc;
 	uint32_t local = (local_procs ? local_procs : 1) * o->ranks_per_proc;
 
+	if (world < 2 && o->nccl.on) {
+		return run_usage_error("%s needs at least 2 ranks: -g/-t give the ranks of each process (here %u), --procs or a launcher the processes (here %u)",
+				       o->nccl.prog, o->ranks_per_proc, n_procs);
+	}
 	if (world < 2) {
 		return run_usage_error("%s needs at least 2 ranks (procs x ranks-per-proc = %u)",
 				       run_coll_name(o->coll), world);
@@ -414,9 +418,13 @@ static void draw_progress(struct supervisor *sv)
 		uint32_t si = sv->prog.total ? (uint32_t)(done / (o->warmup + o->iters)) : 0;
 		char sz[48] = "";
 
-		if (si < o->n_sizes)
+		if (si < o->n_rows) {
+			struct run_row row;
+
+			run_row_of(o, si, &row);
 			snprintf(sz, sizeof(sz), "%s %llu B", run_coll_name(o->coll),
-				 (unsigned long long)o->sizes[si]);
+				 (unsigned long long)row.bytes);
+		}
 		run_progress_update(&sv->prog, done, sz);
 	}
 }

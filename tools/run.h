@@ -20,12 +20,19 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <nproxy/seam.h>
 #include "run_clock.h"
 
 #define RUN_MAX_SIZES	64
 #define RUN_MAX_RANKS	64	/* the bananaphone bus limit (NPROXY_BP_MAX_RANKS) */
 /* Every rank holds the whole result buffer and its inputs. */
 #define RUN_MAX_SIZE_BYTES	(256ULL << 20)
+/*
+ * Result rows of a run: sizes x data types x ops x variants x cycles
+ * (nccl-tests mode may loop over every type and op, out-of-place and in
+ * place); each process's record holds one result per row.
+ */
+#define RUN_MAX_ROWS	2048
 
 /* Exit statuses (nproxy-run(1)). */
 enum run_exit {
@@ -48,6 +55,25 @@ enum run_bind {
 	RUN_BIND_NONE = 1,
 };
 
+/* Codes of the long options without a short one (run_opts.c, run_nccl.c). */
+enum run_long_option {
+	RUN_OPT_PROVIDER = 256, RUN_OPT_HANDSHAKE, RUN_OPT_RPP, RUN_OPT_OTPC, RUN_OPT_DELAY,
+	RUN_OPT_BIND, RUN_OPT_TIMEOUT, RUN_OPT_DTYPE, RUN_OPT_OP, RUN_OPT_PROCS,
+};
+
+/* nccl-tests mode (run_nccl.c): the entry point's name chose it. */
+struct run_nccl {
+	bool on;
+	const char *prog;		/* "all_reduce_perf" ..., as nccl-tests names itself */
+	uint64_t minb, maxb, stepb, stepf;
+	uint32_t iters, agg_iters;	/* -n, -m: timed ops = iters x agg_iters */
+	uint32_t gpus, threads;		/* -g, -t: ranks per process = g x t */
+	uint32_t check;			/* -c: 0 = no verification */
+	int average;			/* -a: 0 rank 0, 1 avg, 2 min, 3 max */
+	int blocking, parallel_init, root, cudagraph, cputime, stream_null;
+	bool dtype_all, op_all;
+};
+
 struct run_opts {
 	uint32_t procs;			/* self-fork: processes (0: launcher mode) */
 	uint32_t ranks_per_proc;
@@ -66,7 +92,28 @@ struct run_opts {
 	bool json;
 	bool quiet;
 	bool procs_given;
+	bool op_given;
 	enum run_bind bind;
+	/* --dtype/--op (nccl-tests: -d/-o, "all" lists every one). */
+	enum nproxy_dtype dtypes[NPROXY_DTYPE_COUNT];
+	uint32_t n_dtypes;
+	enum nproxy_redop redops[NPROXY_REDOP_COUNT];
+	uint32_t n_redops;
+	uint32_t variants;		/* 1; 2 in nccl-tests mode: out-of-place, in place */
+	uint32_t cycles;		/* nccl-tests -N: the sweep run this many times */
+	uint32_t n_rows;		/* cycles x dtypes x redops x sizes x variants */
+	bool check;			/* verify every iteration (nccl-tests -c 0: no) */
+	struct run_nccl nccl;
+};
+
+/* One result row: what it runs (run_rows.c). */
+struct run_row {
+	uint64_t bytes;			/* as asked (-b/-e/-s), before rounding */
+	enum nproxy_dtype dtype;
+	enum nproxy_redop redop;	/* only an allreduce reduces */
+	bool in_place;
+	bool skipped;			/* this variant cannot run (see run_nccl.c) */
+	uint32_t size_idx, cycle;
 };
 
 /* This process's place in the job. */
@@ -84,6 +131,8 @@ struct run_place {
 /* What one process measured (shared with the supervisor in self-fork mode). */
 struct run_size_result {
 	uint64_t bytes;		/* the collective's size as run (rounded to the ring) */
+	uint64_t count;		/* elements of the op's count (allgather: per rank) */
+	uint64_t wrong;		/* wrong elements of the first wrong iteration (local ranks) */
 	uint32_t iters;		/* timed iterations completed */
 	uint32_t verify_errors;	/* iterations with a mismatch (over local ranks) */
 	/* Over the timed iterations' ops only (not fill, verify, barrier): */
@@ -104,11 +153,47 @@ struct run_proc_record {
 	volatile char phase[64];
 	volatile int death_signal;	/* caught fatal signal, 0 if none */
 	volatile uint64_t death_addr;	/* its fault address, 0 if unknown */
-	struct run_size_result sizes[RUN_MAX_SIZES];
-	double lat_us[];		/* [size][iter]: max over local ranks */
+	struct run_size_result sizes[RUN_MAX_ROWS];	/* one per row */
+	double lat_us[];		/* [row][iter]: max over local ranks */
 };
 
+/*
+ * run_rows.c: the rows of a run, and how many every record has finished;
+ * run_rows_init() counts them after parsing (a usage error if too many).
+ */
 size_t run_record_size(const struct run_opts *o);
+int run_rows_init(struct run_opts *o);
+void run_row_of(const struct run_opts *o, uint32_t i, struct run_row *r);
+/* The op's element count and bytes for a row (nccl-tests' rounding in its
+ * mode: count = bytes / type size, allgather per rank to 16 bytes). */
+void run_row_count(const struct run_opts *o, const struct run_row *r, uint32_t world,
+		   uint64_t *count, uint64_t *bytes);
+uint32_t run_sizes_finished(const struct run_opts *o, struct run_proc_record **recs,
+			    uint32_t n_recs);
+bool run_dtype_parse(const char *name, enum nproxy_dtype *dt);
+bool run_redop_parse(const char *name, enum nproxy_redop *op);
+void run_names(bool ops, char *buf, size_t len);
+
+/*
+ * run_nccl.c: nccl-tests mode, when argv[0] names one of its tests: its
+ * defaults, its options (run_nccl_option() handles those it knows, the
+ * caller nproxy-run's own long ones), and the options made into the run.
+ */
+struct option;
+extern const char run_nccl_optstring[];
+extern const struct option *const run_nccl_longopts;
+bool run_nccl_name(const char *argv0, struct run_opts *o);
+void run_nccl_defaults(struct run_opts *o);
+int run_nccl_option(int c, const char *arg, struct run_opts *o, bool *handled);
+int run_nccl_finish(struct run_opts *o);
+void run_nccl_usage(FILE *f, const char *prog);
+/* run_nccl_table.c: its table, streamed like run_table_stream(). */
+struct run_table;
+struct run_place;
+void run_nccl_stream(struct run_table *t, const struct run_opts *o, const struct run_place *place,
+		     struct run_proc_record **recs, uint32_t n_recs);
+void run_nccl_footer(struct run_table *t, const struct run_opts *o, int exit_code,
+		     const char *error);
 
 /* run_opts.c */
 int run_parse_opts(int argc, char **argv, struct run_opts *o);
@@ -206,14 +291,12 @@ void run_progress_finish(struct run_progress *p);
 struct run_table {
 	uint32_t rows_printed;
 	uint32_t wrong;			/* iterations with a mismatch, all rows */
+	uint32_t lines;			/* nccl-tests mode: lines (row pairs) printed */
 	double busbw_sum;		/* GB/s over the printed rows */
 	uint32_t busbw_rows;
 };
 void run_table_stream(struct run_table *t, const struct run_opts *o, const struct run_place *place,
 		      struct run_proc_record **recs, uint32_t n_recs);
-/* Sizes every record has finished (all warmup + timed iterations). */
-uint32_t run_sizes_finished(const struct run_opts *o, struct run_proc_record **recs,
-			    uint32_t n_recs);
 /* recs: n_procs records; prints the table or JSON to stdout. */
 void run_report(const struct run_opts *o, const struct run_place *place,
 		struct run_table *table, struct run_proc_record **recs, uint32_t n_recs,

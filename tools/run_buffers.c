@@ -1,24 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * nproxy-run: each size's buffers.  data holds the whole result (the
- * allgather's W chunks, the allreduce's vector, sendrecv's one chunk);
- * scratch receives what is added or checked on the host (allreduce's
- * partial chunk, sendrecv's incoming chunk).  The op verb registers them
- * on first use and forgets them before they are freed.
+ * nproxy-run: each row's buffers.  send holds the op's input (used in
+ * place it is left alone), recv the whole result (the allgather's W parts,
+ * the allreduce's vector, sendrecv's incoming part); want and tmp build
+ * the expected result when the run verifies.  The op verb registers send
+ * and recv on first use and forgets them before they are freed.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "run_rank.h"
 
-/* Bytes one rank's buffers take at `size` (as run_buffers_alloc() sizes them). */
+/* Bytes one rank's buffers take at `size` (as run_buffers_alloc() sizes
+ * them, for the widest type): the op's input and result, and with
+ * verification the expected result and one rank's input. */
 static uint64_t rank_bytes(const struct run_opts *o, uint32_t world, uint64_t size)
 {
-	if (o->coll == RUN_SENDRECV)
-		return 2 * size + 8;
-	if (o->coll == RUN_ALLREDUCE)
-		return size + size / world + 8;
-	return size + 4ull * world;
+	uint64_t in = o->coll == RUN_ALLGATHER ? size / world + 16 : size + 8;
+
+	return (size + in + 8) * (o->check ? 2 : 1);
 }
 
 static uint64_t read_u64(const char *path)
@@ -113,43 +113,50 @@ int run_memory_check(const struct run_rank *ranks, uint32_t n_local, uint32_t ho
 			avail == room ? " (memory cgroup limit)" : " (MemAvailable)");
 }
 
-int run_buffers_alloc(struct run_rank *rc, uint64_t size)
+static void *zeroed(size_t len)
 {
-	const struct run_opts *o = rc->o;
-	size_t chunk, data_len, scratch_len;
+	void *p = NULL;
 
-	if (o->coll == RUN_SENDRECV) {
-		chunk = size / 4 * 4;
-		data_len = scratch_len = chunk;
-	} else {
-		chunk = size / rc->world / 4 * 4;
-		data_len = chunk * rc->world;
-		scratch_len = o->coll == RUN_ALLREDUCE ? chunk : 0;
+	/* At least a cache line: an empty op still has a buffer to point at. */
+	len = len < 64 ? 64 : len;
+	if (posix_memalign(&p, 4096, len))
+		return NULL;
+	memset(p, 0, len);
+	return p;
+}
+
+int run_buffers_alloc(struct run_rank *rc, const struct run_row *row)
+{
+	uint64_t count, bytes;
+
+	run_row_count(rc->o, row, rc->world, &count, &bytes);
+	rc->row = *row;
+	rc->count = count;
+	rc->esize = nproxy_dtype_size(row->dtype);
+	rc->recv_len = bytes;
+	rc->send_len = count * rc->esize;
+	rc->send = zeroed(rc->send_len);
+	rc->recv = zeroed(rc->recv_len);
+	if (rc->o->check) {
+		rc->want = zeroed(rc->recv_len);
+		rc->tmp = zeroed(rc->send_len);
 	}
-	if (!chunk)
-		chunk = 4, data_len = o->coll == RUN_SENDRECV ? 4 : 4 * rc->world,
-		scratch_len = o->coll == RUN_ALLGATHER ? 0 : 4;
-	rc->chunk = chunk;
-	rc->data_len = data_len;
-	rc->scratch_len = scratch_len;
-	if (posix_memalign((void **)&rc->data, 4096, data_len) ||
-	    (scratch_len && posix_memalign((void **)&rc->scratch, 4096, scratch_len)))
+	if (!rc->send || !rc->recv || (rc->o->check && (!rc->want || !rc->tmp)))
 		return run_fail(RUN_EXIT_FAILURE, "rank %u: out of memory for %zu-byte buffers",
-				rc->rank, data_len);
-	memset(rc->data, 0, data_len);
-	if (scratch_len)
-		memset(rc->scratch, 0, scratch_len);
+				rc->rank, rc->recv_len);
 	return RUN_EXIT_OK;
 }
 
 void run_buffers_free(struct run_rank *rc)
 {
-	/* A later size's buffer may come back at the same address. */
-	if (rc->data)
-		nproxy_coll_forget(rc->coll, rc->data, rc->data_len);
-	if (rc->scratch)
-		nproxy_coll_forget(rc->coll, rc->scratch, rc->scratch_len);
-	free(rc->data);
-	free(rc->scratch);
-	rc->data = rc->scratch = NULL;
+	/* A later row's buffer may come back at the same address. */
+	if (rc->send)
+		nproxy_coll_forget(rc->coll, rc->send, rc->send_len ? rc->send_len : 64);
+	if (rc->recv)
+		nproxy_coll_forget(rc->coll, rc->recv, rc->recv_len ? rc->recv_len : 64);
+	free(rc->send);
+	free(rc->recv);
+	free(rc->want);
+	free(rc->tmp);
+	rc->send = rc->recv = rc->want = rc->tmp = NULL;
 }

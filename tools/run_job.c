@@ -108,33 +108,31 @@ static void fire_hooks(const struct job_hooks *h, uint32_t proc_rank, uint32_t R
 		run_crash_now(h->crash_sig);
 }
 
-/* Check every local rank's result; true if any was wrong. */
-static bool verify_ranks(struct run_rank *ranks, uint32_t R, const struct job_hooks *h,
-			 bool first_timed, uint64_t global_iter, uint64_t bytes)
+/* Check every local rank's result; the wrong elements over them. */
+static uint64_t verify_ranks(struct run_rank *ranks, uint32_t R, const struct job_hooks *h,
+			     bool first_timed, uint64_t global_iter, uint64_t bytes)
 {
-	bool wrong = false;
+	uint64_t wrong = 0;
 
 	for (uint32_t i = 0; i < R; i++) {
 		struct run_rank *rc = &ranks[i];
 		char msg[400];
 		uint64_t bad;
 
-		if (first_timed && (int)rc->rank == h->corrupt_rank) {
-			uint8_t *p = rc->o->coll == RUN_SENDRECV
-				? (uint8_t *)rc->scratch
-				: (uint8_t *)rc->data + ((rc->rank + 1) % rc->world) * rc->chunk;
-			p[0] ^= 0x40;
-		}
+		if (first_timed && (int)rc->rank == h->corrupt_rank)
+			*run_corrupt_byte(rc) ^= 0x40;
+		if (!rc->o->check)
+			continue;
 		bad = run_verify(rc, global_iter, bytes, msg, sizeof(msg));
 		if (bad) {
-			wrong = true;
-			run_fail(RUN_EXIT_VERIFY, "%s (%" PRIu64 " wrong words)", msg, bad);
+			wrong += bad;
+			run_fail(RUN_EXIT_VERIFY, "%s (%" PRIu64 " wrong elements)", msg, bad);
 		}
 	}
 	return wrong;
 }
 
-/* Every iteration of size si: warmup, then timed into rec. */
+/* Every iteration of row si: warmup, then timed into rec. */
 static int run_size(struct run_rank *ranks, const struct job_hooks *h, uint32_t si,
 		    uint64_t *global_iter, struct run_proc_record *rec)
 {
@@ -143,8 +141,10 @@ static int run_size(struct run_rank *ranks, const struct job_hooks *h, uint32_t 
 	uint32_t R = o->ranks_per_proc;
 	double deadline = ranks[0].deadline;
 	int code = RUN_EXIT_OK;
+	uint64_t wrong;
 
-	sr->bytes = o->coll == RUN_SENDRECV ? ranks[0].chunk : ranks[0].chunk * ranks[0].world;
+	sr->bytes = ranks[0].recv_len;
+	sr->count = ranks[0].count;
 	for (uint32_t it = 0; it < o->warmup + o->iters && !code; it++) {
 		bool timed = it >= o->warmup;
 		double t0, c0, t1;
@@ -166,14 +166,41 @@ static int run_size(struct run_rank *ranks, const struct job_hooks *h, uint32_t 
 			sr->wall_s += t1 - t0;
 			sr->cpu_s += cpu_now() - c0;
 		}
-		if (verify_ranks(ranks, R, h, timed && si == 0 && it == o->warmup, *global_iter,
-				 sr->bytes))
-			sr->verify_errors++;
+		wrong = verify_ranks(ranks, R, h, timed && si == 0 && it == o->warmup, *global_iter,
+				     sr->bytes);
+		/* nccl-tests' #wrong: the elements of the first check that failed. */
+		if (wrong && !sr->verify_errors++)
+			sr->wrong = wrong;
 		if (timed)
 			sr->iters++;
 		(*global_iter)++;
 		__atomic_add_fetch(&rec->progress, 1, __ATOMIC_RELEASE);
 	}
+	return code;
+}
+
+/* One row: its buffers, its iterations; a skipped variant only counts. */
+static int run_row(struct run_rank *ranks, const struct job_hooks *h, uint32_t si,
+		   uint64_t *global_iter, struct run_proc_record *rec)
+{
+	const struct run_opts *o = ranks[0].o;
+	uint32_t R = o->ranks_per_proc;
+	struct run_row row;
+	int code = RUN_EXIT_OK;
+
+	run_row_of(o, si, &row);
+	if (row.skipped) {
+		__atomic_add_fetch(&rec->progress, o->warmup + o->iters, __ATOMIC_RELEASE);
+		return RUN_EXIT_OK;
+	}
+	run_phase("%s %" PRIu64 " B", run_coll_name(o->coll), row.bytes);
+	for (uint32_t i = 0; i < R && !code; i++)
+		code = run_buffers_alloc(&ranks[i], &row);
+	if (!code)
+		code = run_size(ranks, h, si, global_iter, rec);
+	/* On failure the buffers may still be in started blocks: teardown frees them. */
+	for (uint32_t i = 0; i < R && !code; i++)
+		run_buffers_free(&ranks[i]);
 	return code;
 }
 
@@ -201,16 +228,8 @@ int run_job(const struct run_opts *o, const struct run_place *place, struct run_
 	}
 	if (!code)
 		code = run_memory_check(ranks, R, ranks[0].bus_size);
-	for (uint32_t si = 0; si < o->n_sizes && !code; si++) {
-		run_phase("%s %" PRIu64 " B", run_coll_name(o->coll), o->sizes[si]);
-		for (uint32_t i = 0; i < R && !code; i++)
-			code = run_buffers_alloc(&ranks[i], o->sizes[si]);
-		if (!code)
-			code = run_size(ranks, &hooks, si, &global_iter, rec);
-		/* On failure the buffers may still be in started blocks: teardown frees them. */
-		for (uint32_t i = 0; i < R && !code; i++)
-			run_buffers_free(&ranks[i]);
-	}
+	for (uint32_t si = 0; si < o->n_rows && !code; si++)
+		code = run_row(ranks, &hooks, si, &global_iter, rec);
 	run_phase("teardown");
 	for (uint32_t i = 0; i < R; i++)
 		run_kill_point(RUN_KILL_TEARDOWN, ranks[i].rank);

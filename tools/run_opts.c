@@ -13,7 +13,11 @@
 #include "run.h"
 
 /* Long options without a short one. */
-enum { O_PROVIDER = 256, O_HANDSHAKE, O_RPP, O_OTPC, O_DELAY, O_BIND, O_TIMEOUT };
+enum {
+	O_PROVIDER = RUN_OPT_PROVIDER, O_HANDSHAKE = RUN_OPT_HANDSHAKE, O_RPP = RUN_OPT_RPP,
+	O_OTPC = RUN_OPT_OTPC, O_DELAY = RUN_OPT_DELAY, O_BIND = RUN_OPT_BIND,
+	O_TIMEOUT = RUN_OPT_TIMEOUT, O_DTYPE = RUN_OPT_DTYPE, O_OP = RUN_OPT_OP,
+};
 
 const char *run_coll_name(enum run_collective c)
 {
@@ -45,6 +49,9 @@ void run_usage(FILE *f)
 "  -f, --stepfactor F         ... multiplying by F (default 2); not with -s\n"
 "  -n, --iters N              timed iterations per size (default 20)\n"
 "  -w, --warmup N             untimed iterations per size (default 5)\n"
+"      --dtype NAME           int8 uint8 int32 uint32 int64 uint64 half float\n"
+"                             double bfloat16 (default uint32)\n"
+"      --op NAME              allreduce: sum prod max min avg (default sum)\n"
 "      --provider NAME        libfabric provider (default shm when forking,\n"
 "                             else FI_PROVIDER / the engine's choice)\n"
 "      --handshake MODE       kmod | memfd | auto (default auto: kmod if /dev/nproxy)\n"
@@ -59,6 +66,9 @@ void run_usage(FILE *f)
 "  -q, --quiet                no progress output\n"
 "  -h, --help                 this text\n"
 "  -V, --version              version\n"
+"\n"
+"Run as nproxy_all_reduce_perf, nproxy_all_gather_perf or nproxy_sendrecv_perf\n"
+"it takes nccl-tests' options and prints its table (nccl-tests mode).\n"
 "\n"
 "Exit status: 0 ok, 1 verification error, 2 usage, 3 timeout, 4 a rank died,\n"
 "5 setup/library failure, 128+N interrupted by signal N.  See nproxy-run(1).\n");
@@ -142,6 +152,20 @@ static int size_option(int c, const char *arg, struct run_opts *o, struct sweep_
 	}
 }
 
+/* --dtype / --op: one of the library's types or ops, by name. */
+static int type_option(int c, const char *arg, struct run_opts *o)
+{
+	char names[160];
+
+	run_names(c == O_OP, names, sizeof(names));
+	if (c == O_DTYPE && !run_dtype_parse(arg, &o->dtypes[0]))
+		return bad("--dtype: '%s' is not one of %s", arg, names);
+	if (c == O_OP && !run_redop_parse(arg, &o->redops[0]))
+		return bad("--op: '%s' is not one of %s", arg, names);
+	o->op_given |= c == O_OP;
+	return 0;
+}
+
 /* The options naming a part of the stack: by name, or an enum's words. */
 static int stack_option(int c, const char *arg, struct run_opts *o)
 {
@@ -168,6 +192,9 @@ static int stack_option(int c, const char *arg, struct run_opts *o)
 			return bad("--handshake: '%s' is not kmod, memfd or auto", arg);
 		o->handshake = b;
 		return 0;
+	case O_DTYPE:
+	case O_OP:
+		return type_option(c, arg, o);
 	default:	/* O_BIND */
 		if (!strcmp(arg, "core"))
 			o->bind = RUN_BIND_CORE;
@@ -212,6 +239,8 @@ static const struct option longopts[] = {
 	{ "device-delay-us", required_argument, NULL, O_DELAY },
 	{ "bind", required_argument, NULL, O_BIND },
 	{ "timeout", required_argument, NULL, O_TIMEOUT },
+	{ "dtype", required_argument, NULL, O_DTYPE },
+	{ "op", required_argument, NULL, O_OP },
 	{ "minbytes", required_argument, NULL, 'b' },
 	{ "maxbytes", required_argument, NULL, 'e' },
 	{ "stepfactor", required_argument, NULL, 'f' },
@@ -251,6 +280,34 @@ static int other_option(int c, const char *arg, const char *given, struct run_op
 	}
 }
 
+/*
+ * nccl-tests mode: its options first (run_nccl.c), then nproxy-run's own
+ * long ones that do not clash (--provider, --json, ...).
+ */
+static int parse_nccl(int argc, char **argv, struct run_opts *o)
+{
+	bool handled;
+	int c, ret;
+
+	run_nccl_defaults(o);
+	run_usage_error_scan(argc, argv);
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, run_nccl_optstring, run_nccl_longopts, NULL)) != -1) {
+		ret = run_nccl_option(c, optarg, o, &handled);
+		if (!handled)
+			ret = u32_option(c, optarg, o, &handled);
+		if (!handled && (c == O_PROVIDER || c == O_HANDSHAKE || c == O_BIND))
+			ret = stack_option(c, optarg, o);
+		else if (!handled)
+			ret = other_option(c, optarg, argv[optind - 1], o);
+		if (ret)
+			return ret;
+	}
+	if (optind < argc)
+		return bad("unexpected argument '%s'", argv[optind]);
+	return run_nccl_finish(o);
+}
+
 int run_parse_opts(int argc, char **argv, struct run_opts *o)
 {
 	struct sweep_opts sw = { .minb = 1ULL << 10, .maxb = 1ULL << 20, .factor = 2 };
@@ -261,7 +318,11 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 		.procs = 4, .ranks_per_proc = 1, .coll = RUN_ALLGATHER,
 		.iters = 20, .warmup = 5, .handshake = NPROXY_HS_AUTO,
 		.device_delay_us = 10, .timeout_s = 60,
+		.dtypes = { NPROXY_UINT32 }, .n_dtypes = 1, .redops = { NPROXY_SUM }, .n_redops = 1,
+		.variants = 1, .cycles = 1, .check = true,
 	};
+	if (run_nccl_name(argv[0], o))
+		return parse_nccl(argc, argv, o);
 	cli_size_sweep(1ULL << 10, 1ULL << 20, 4, o->sizes, RUN_MAX_SIZES, &o->n_sizes, NULL, 0);
 	run_usage_error_scan(argc, argv);
 	opterr = 0;
@@ -274,7 +335,8 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 		}
 		if (c == 's' || c == 'b' || c == 'e' || c == 'f')
 			ret = size_option(c, optarg, o, &sw);
-		else if (c == 'c' || c == O_PROVIDER || c == O_HANDSHAKE || c == O_BIND)
+		else if (c == 'c' || c == O_PROVIDER || c == O_HANDSHAKE || c == O_BIND ||
+			 c == O_DTYPE || c == O_OP)
 			ret = stack_option(c, optarg, o);
 		else
 			ret = other_option(c, optarg, argv[optind - 1], o);
@@ -283,5 +345,8 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 	}
 	if (optind < argc)
 		return bad("unexpected argument '%s'", argv[optind]);
-	return finish_sweep(o, &sw);
+	if (o->op_given && o->coll != RUN_ALLREDUCE)
+		return bad("--op: only allreduce reduces (--collective %s)", run_coll_name(o->coll));
+	ret = finish_sweep(o, &sw);
+	return ret ? ret : run_rows_init(o);
 }

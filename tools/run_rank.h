@@ -40,9 +40,13 @@ struct run_rank {
 	struct nproxy_hs *hs;
 	struct nproxy_comm *comm;
 
-	/* Buffers of the current size (the coll registers them). */
-	uint32_t *data, *scratch;
-	size_t data_len, scratch_len, chunk;	/* bytes */
+	/* Buffers of the current row (the coll registers send and recv). */
+	struct run_row row;
+	void *send, *recv;		/* the op's input and its result */
+	void *want, *tmp;		/* the expected result; one rank's input (to build it) */
+	size_t send_len, recv_len;	/* bytes */
+	uint64_t count;			/* the op's count (an allgather's: per rank) */
+	size_t esize;
 
 	/* The op verb on this rank; exec_id counts the ops started. */
 	struct nproxy_coll *coll;
@@ -65,8 +69,8 @@ void run_ranks_close(struct run_rank *ranks, uint32_t n);
 /* run_ring.c: one iteration of the collective on every local rank. */
 int run_ring_iteration(struct run_rank *ranks, uint32_t n, double deadline);
 
-/* run_buffers.c: this size's buffers, zeroed and registered; and back. */
-int run_buffers_alloc(struct run_rank *rc, uint64_t size);
+/* run_buffers.c: this row's buffers, zeroed; and back. */
+int run_buffers_alloc(struct run_rank *rc, const struct run_row *row);
 void run_buffers_free(struct run_rank *rc);
 /* Before any buffer: every size fits in this host's memory (host_ranks of
  * them, MemAvailable and the memory cgroup's room), else a run_fail()
@@ -74,10 +78,28 @@ void run_buffers_free(struct run_rank *rc);
 int run_memory_check(const struct run_rank *ranks, uint32_t n_local, uint32_t host_ranks);
 
 /* run_verify.c: each rank's inputs for iteration iter; the check of the
- * result (wrong words, the first described in msg). */
+ * result (wrong elements, the first described in msg); where the
+ * selftests' corruption hook flips a byte. */
 void run_fill_inputs(struct run_rank *rc, uint64_t iter);
 uint64_t run_verify(const struct run_rank *rc, uint64_t iter, uint64_t size, char *msg,
 		    size_t len);
+uint8_t *run_corrupt_byte(struct run_rank *rc);
+
+/*
+ * run_dtype.c: typed values (kind: an enum nproxy_redop, or -1 for data
+ * only moved) of rank r for elements base .. base+n-1 of iteration iter;
+ * the expected results; wrong elements (bit-exact, float avg within the
+ * type's precision).
+ */
+void run_dtype_fill(void *buf, enum nproxy_dtype dt, int kind, uint32_t r, uint32_t world,
+		    uint64_t base, size_t n, uint64_t iter);
+void run_dtype_expect_reduce(void *want, void *tmp, enum nproxy_dtype dt, enum nproxy_redop op,
+			     uint32_t world, size_t n, uint64_t iter);
+void run_dtype_expect_moved(void *want, enum nproxy_dtype dt, uint32_t r, uint64_t base, size_t n,
+			    uint64_t iter);
+uint64_t run_dtype_count_wrong(const void *got, const void *want, size_t n, enum nproxy_dtype dt,
+			       int kind);
+size_t run_dtype_first_wrong(const void *got, const void *want, size_t n, enum nproxy_dtype dt);
 
 /* run_error.c: record the first error of this process (later ones are
  * usually fallout) and return code; whether a failure left peers unsure

@@ -12,14 +12,6 @@
 #include "json_writer.h"
 #include "run.h"
 
-size_t run_record_size(const struct run_opts *o)
-{
-	size_t sz = sizeof(struct run_proc_record) +
-		    (size_t)o->n_sizes * o->iters * sizeof(double);
-
-	return (sz + 63) & ~(size_t)63;
-}
-
 double run_busbw_factor(enum run_collective c, uint32_t world)
 {
 	switch (c) {
@@ -39,7 +31,7 @@ void run_progress_init(struct run_progress *p, const struct run_opts *o, bool en
 	p->tty = tty;
 	p->start = run_now();
 	p->per_size = o->warmup + o->iters;
-	p->total = (uint64_t)o->n_sizes * p->per_size;
+	p->total = (uint64_t)o->n_rows * p->per_size;
 	p->o = o;
 }
 
@@ -105,6 +97,7 @@ struct size_row {
 	double median_us, p99_us, min_us, max_us;
 	double algbw, busbw;		/* GB/s (1e9 bytes/s), not Gbit/s */
 	uint32_t verify_errors;
+	uint64_t wrong;			/* wrong elements, over processes */
 	double cpu_s;			/* every process's CPU during the timed ops */
 	double wall_s;			/* the slowest process's wall time of them */
 };
@@ -122,6 +115,7 @@ static void make_row(const struct run_opts *o, struct run_proc_record **recs, ui
 		if (recs[p]->sizes[si].iters < iters)
 			iters = recs[p]->sizes[si].iters;
 		row->verify_errors += recs[p]->sizes[si].verify_errors;
+		row->wrong += recs[p]->sizes[si].wrong;
 		row->cpu_s += recs[p]->sizes[si].cpu_s;
 		if (recs[p]->sizes[si].wall_s > row->wall_s)
 			row->wall_s = recs[p]->sizes[si].wall_s;
@@ -169,15 +163,15 @@ static const char *exit_name(int code)
 	}
 }
 
-/* Every word is a uint32_t (the check pattern); only allreduce reduces. */
-static const char *data_type(void)
+/* The run's type and op (own mode has one each); only allreduce reduces. */
+static const char *data_type(const struct run_opts *o)
 {
-	return "uint32";
+	return nproxy_dtype_name(o->dtypes[0]);
 }
 
-static const char *reduction_op(enum run_collective c)
+static const char *reduction_op(const struct run_opts *o)
 {
-	return c == RUN_ALLREDUCE ? "sum" : "none";
+	return o->coll == RUN_ALLREDUCE ? nproxy_redop_name(o->redops[0]) : "none";
 }
 
 /* The loaded module's ABI, or 0 when there is no /dev/nproxy to ask. */
@@ -193,23 +187,6 @@ static uint32_t module_abi(void)
 		info.abi_version = 0;
 	close(fd);
 	return info.abi_version;
-}
-
-uint32_t run_sizes_finished(const struct run_opts *o, struct run_proc_record **recs,
-			    uint32_t n_recs)
-{
-	uint64_t per_size = (uint64_t)o->warmup + o->iters, done = UINT64_MAX;
-
-	if (!n_recs || !per_size)
-		return 0;
-	for (uint32_t p = 0; p < n_recs; p++) {
-		uint64_t d = __atomic_load_n(&recs[p]->progress, __ATOMIC_ACQUIRE);
-
-		if (d < done)
-			done = d;
-	}
-	done /= per_size;
-	return done < o->n_sizes ? (uint32_t)done : o->n_sizes;
 }
 
 static void proxy_threads_range(struct run_proc_record **recs, uint32_t n_recs,
@@ -246,7 +223,7 @@ static void print_header(const struct run_opts *o, const struct run_place *place
 		       host, (int)getpid(), place->launcher, FI_MAJOR(fi), FI_MINOR(fi), abi_str,
 		       NPROXY_ABI_VERSION);
 		printf("# data type %s, reduction op %s; %u warmup + %u timed iterations per size\n",
-		       data_type(), reduction_op(o->coll), o->warmup, o->iters);
+		       data_type(o), reduction_op(o), o->warmup, o->iters);
 		printf("# time: slowest process per iteration; algbw = size / median (GB/s = 1e9 B/s); busbw = algbw x %.3g%s\n",
 		       run_busbw_factor(o->coll, world),
 		       o->iters < 100 ? "; p99 is the slowest iteration below 100 iterations" : "");
@@ -265,6 +242,10 @@ void run_table_stream(struct run_table *t, const struct run_opts *o, const struc
 
 	if (o->json || !n_recs)
 		return;
+	if (o->nccl.on) {
+		run_nccl_stream(t, o, place, recs, n_recs);
+		return;
+	}
 	done = run_sizes_finished(o, recs, n_recs);
 	if (t->rows_printed >= done)
 		return;
@@ -282,8 +263,8 @@ void run_table_stream(struct run_table *t, const struct run_opts *o, const struc
 		else
 			snprintf(thr, sizeof(thr), "%u-%u", tmin, tmax);
 		printf("%10s %10llu %7s %5s %6u %12.1f %12.1f %10.3f %10.3f %7u %8s\n", sz,
-		       (unsigned long long)(row.bytes / sizeof(uint32_t)), data_type(),
-		       reduction_op(o->coll), row.iters, row.median_us, row.p99_us, row.algbw,
+		       (unsigned long long)(row.bytes / nproxy_dtype_size(o->dtypes[0])),
+		       data_type(o), reduction_op(o), row.iters, row.median_us, row.p99_us, row.algbw,
 		       row.busbw, row.verify_errors, thr);
 		t->wrong += row.verify_errors;
 		if (!isnan(row.busbw)) {
@@ -308,8 +289,8 @@ static void json_job(struct json_writer *w, const struct run_opts *o,
 	json_str(w, "host", host);
 	json_u64(w, "pid", (uint64_t)getpid());
 	json_str(w, "collective", run_coll_name(o->coll));
-	json_str(w, "data_type", data_type());
-	json_str(w, "reduction_op", reduction_op(o->coll));
+	json_str(w, "data_type", data_type(o));
+	json_str(w, "reduction_op", reduction_op(o));
 	json_u64(w, "world_size", place->n_procs * o->ranks_per_proc);
 	json_u64(w, "procs", place->n_procs);
 	json_u64(w, "ranks_per_proc", o->ranks_per_proc);
@@ -337,11 +318,24 @@ static void json_job(struct json_writer *w, const struct run_opts *o,
 	json_arr_end(w);
 }
 
-static void json_row(struct json_writer *w, const struct size_row *row)
+static void json_row(struct json_writer *w, const struct run_opts *o, uint32_t i,
+		     const struct size_row *row)
 {
+	struct run_row r;
+
+	run_row_of(o, i, &r);
 	json_obj_begin(w, NULL);
 	json_u64(w, "bytes", row->bytes);
-	json_u64(w, "count", row->bytes / sizeof(uint32_t));
+	json_u64(w, "count", row->bytes / nproxy_dtype_size(r.dtype));
+	/* nccl-tests mode: what each row ran (own mode: the header says). */
+	if (o->nccl.on) {
+		json_str(w, "data_type", nproxy_dtype_name(r.dtype));
+		json_str(w, "reduction_op", o->coll == RUN_ALLGATHER ? "none"
+			 : nproxy_redop_name(r.redop));
+		json_bool(w, "in_place", r.in_place);
+		json_bool(w, "skipped", r.skipped);
+		json_u64(w, "wrong_elements", row->wrong);
+	}
 	json_u64(w, "iters", row->iters);
 	json_double(w, "median_us", row->median_us);
 	json_double(w, "p99_us", row->p99_us);
@@ -365,6 +359,10 @@ static void report_text(const struct run_opts *o, const struct run_place *place,
 			int exit_code, const char *error)
 {
 	run_table_stream(table, o, place, recs, n_recs);
+	if (o->nccl.on) {
+		run_nccl_footer(table, o, exit_code, error);
+		return;
+	}
 	/* A log of a run stopped in its first size still says why. */
 	if (!table->rows_printed && exit_code) {
 		printf("# nproxy-run %s: %s stopped before its first size finished: %s (exit %d)\n",
@@ -379,7 +377,7 @@ static void report_text(const struct run_opts *o, const struct run_place *place,
 	printf("# Out of bounds values : %u %s\n", table->wrong, table->wrong ? "FAILED" : "OK");
 	printf("# Avg bus bandwidth    : %.3f GB/s (%u of %u sizes%s)\n",
 	       table->busbw_rows ? table->busbw_sum / table->busbw_rows : 0.0,
-	       table->busbw_rows, o->n_sizes,
+	       table->busbw_rows, o->n_rows,
 	       exit_code > 128 ? ", interrupted" : exit_code ? ", stopped early" : "");
 	fflush(stdout);
 }
@@ -400,13 +398,13 @@ void run_report(const struct run_opts *o, const struct run_place *place,
 	json_init(&w, stdout, true);
 	json_obj_begin(&w, NULL);
 	json_job(&w, o, place, recs, n_recs);
-	json_u64(&w, "sizes_requested", o->n_sizes);
+	json_u64(&w, "sizes_requested", o->n_rows);
 	json_arr_begin(&w, "results");
 	for (uint32_t si = 0; si < n_sizes; si++) {
 		struct size_row row;
 
 		make_row(o, recs, n_recs, si, world, &row);
-		json_row(&w, &row);
+		json_row(&w, o, si, &row);
 	}
 	json_arr_end(&w);
 	json_str(&w, "status", exit_name(exit_code));

@@ -22,24 +22,25 @@ static void describe(struct run_rank *rc, struct nproxy_coll_desc *d,
 	uint32_t n = 0;
 
 	*d = (struct nproxy_coll_desc)NPROXY_COLL_DESC_INIT;
-	d->dtype = NPROXY_UINT32;
+	d->dtype = rc->row.dtype;
+	d->count = rc->count;
+	d->recvbuf = rc->recv;
+	d->sendbuf = rc->send;
 	switch (rc->o->coll) {
 	case RUN_ALLGATHER:
 		d->kind = NPROXY_COLL_ALLGATHER;
-		d->count = rc->chunk / 4;
-		d->recvbuf = rc->data;
+		/* In place: the input is this rank's part of the result. */
+		if (rc->row.in_place)
+			d->sendbuf = (char *)rc->recv + rc->rank * rc->count * rc->esize;
 		break;
 	case RUN_ALLREDUCE:
 		d->kind = NPROXY_COLL_ALLREDUCE;
-		d->redop = NPROXY_SUM;
-		d->count = rc->data_len / 4;
-		d->recvbuf = rc->data;
+		d->redop = rc->row.redop;
+		if (rc->row.in_place)
+			d->sendbuf = rc->recv;
 		break;
 	case RUN_SENDRECV:
 		d->kind = NPROXY_COLL_SENDRECV;
-		d->count = rc->chunk / 4;
-		d->sendbuf = rc->data;
-		d->recvbuf = rc->scratch;
 		break;
 	}
 	if (hang == 'p')

@@ -1,118 +1,114 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * nproxy-run: what each rank sends and the check of what arrived.  Every
- * word is a hash of (sending rank, element, iteration), so data from the
- * wrong rank, place or iteration cannot pass; buffers that should be
- * overwritten are poisoned first.
+ * nproxy-run: what each rank sends and the check of what arrived, for the
+ * row's collective, type and op (the typed values are run_dtype.c's).
+ * Every element depends on (sending rank, element, iteration), so data
+ * from the wrong rank, place or iteration cannot pass; buffers that should
+ * be overwritten are poisoned first.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include "run_rank.h"
 
-static uint32_t pattern(uint32_t rank, size_t elem, uint64_t iter)
+/* The typed values' kind: the op for an allreduce, else data only moved. */
+static int kind(const struct run_rank *rc)
 {
-	uint32_t x = 0x9E3779B9u * (rank + 1) ^ (uint32_t)elem * 0x85EBCA6Bu ^
-		     ((uint32_t)iter * 0xC2B2AE35u + 0x27D4EB2Fu);
-
-	return x ^ (x >> 15);
+	return rc->o->coll == RUN_ALLREDUCE ? (int)rc->row.redop : -1;
 }
 
 void run_fill_inputs(struct run_rank *rc, uint64_t iter)
 {
-	size_t n = rc->chunk / 4;
+	const struct run_row *row = &rc->row;
+	size_t n = rc->count, es = rc->esize;
+	char *in = rc->send;
 
+	/* Poison the result: stale data cannot pass. */
+	memset(rc->recv, 0xA5, rc->recv_len);
 	switch (rc->o->coll) {
 	case RUN_ALLGATHER:
-		/* Poison every chunk, then write our own: stale data cannot pass. */
-		memset(rc->data, 0xA5, rc->data_len);
-		for (size_t e = 0; e < n; e++)
-			rc->data[rc->rank * n + e] = pattern(rc->rank, rc->rank * n + e, iter);
+		if (row->in_place)
+			in = (char *)rc->recv + rc->rank * n * es;
+		run_dtype_fill(in, row->dtype, -1, rc->rank, rc->world, rc->rank * n, n, iter);
 		break;
 	case RUN_ALLREDUCE:
-		for (size_t e = 0; e < n * rc->world; e++)
-			rc->data[e] = pattern(rc->rank, e, iter);
-		memset(rc->scratch, 0xA5, rc->scratch_len);
+		run_dtype_fill(row->in_place ? rc->recv : rc->send, row->dtype, row->redop, rc->rank,
+			       rc->world, 0, n, iter);
 		break;
 	case RUN_SENDRECV:
-		for (size_t e = 0; e < n; e++)
-			rc->data[e] = pattern(rc->rank, e, iter);
-		memset(rc->scratch, 0xA5, rc->scratch_len);
+		run_dtype_fill(rc->send, row->dtype, -1, rc->rank, rc->world, 0, n, iter);
 		break;
 	}
 }
 
-/* The word element e of the result should hold (iteration iter). */
-static uint32_t expected_word(const struct run_rank *rc, size_t e, size_t n, uint64_t iter)
+/* The whole expected result of this iteration into rc->want. */
+static void expect(const struct run_rank *rc, uint64_t iter)
 {
-	uint32_t want = 0;
+	size_t n = rc->count, es = rc->esize;
+	uint32_t prev = (rc->rank + rc->world - 1) % rc->world;
 
 	switch (rc->o->coll) {
 	case RUN_ALLGATHER:
-		return pattern((uint32_t)(e / n), e, iter);
-	case RUN_ALLREDUCE:
 		for (uint32_t r = 0; r < rc->world; r++)
-			want += pattern(r, e, iter);
-		return want;
-	default:
-		return pattern((rc->rank + rc->world - 1) % rc->world, e, iter);
+			run_dtype_expect_moved((char *)rc->want + r * n * es, rc->row.dtype, r, r * n, n,
+					       iter);
+		break;
+	case RUN_ALLREDUCE:
+		run_dtype_expect_reduce(rc->want, rc->tmp, rc->row.dtype, rc->row.redop, rc->world, n,
+					iter);
+		break;
+	case RUN_SENDRECV:
+		run_dtype_expect_moved(rc->want, rc->row.dtype, prev, 0, n, iter);
+		break;
 	}
 }
 
-/*
- * Wrong words in [lo, hi) whose expected value pattern(r, e, iter) comes
- * from one rank r: a branch-free loop the compiler vectorizes (checking is
- * outside the timing, but on an oversubscribed host a rank that checks
- * takes cpu from the ranks still transferring).
- */
-static uint64_t count_wrong(const uint32_t *got, uint32_t r, size_t lo, size_t hi, uint64_t iter)
+/* Whose data element e of the result is (allreduce: whose part of the ring). */
+static size_t owner(const struct run_rank *rc, size_t e)
 {
-	uint64_t bad = 0;
+	uint64_t per = (rc->count + rc->world - 1) / rc->world;
 
-	for (size_t e = lo; e < hi; e++)
-		bad += got[e] != pattern(r, e, iter);
-	return bad;
+	if (rc->o->coll == RUN_SENDRECV)
+		return (rc->rank + rc->world - 1) % rc->world;
+	if (rc->o->coll == RUN_ALLGATHER)
+		return e / rc->count;
+	return per ? e / per : 0;
 }
 
 uint64_t run_verify(const struct run_rank *rc, uint64_t iter, uint64_t size, char *msg,
 		    size_t len)
 {
-	size_t n = rc->chunk / 4, total;
-	const uint32_t *got;
-	uint64_t bad = 0;
-	uint32_t prev = (rc->rank + rc->world - 1) % rc->world;
+	size_t total = rc->recv_len / rc->esize, e, es = rc->esize;
+	uint64_t bad, got = 0, want = 0;
 
-	got = rc->o->coll == RUN_SENDRECV ? rc->scratch : rc->data;
-	total = rc->o->coll == RUN_SENDRECV ? n : n * rc->world;
-	switch (rc->o->coll) {
-	case RUN_ALLGATHER:
-		for (uint32_t r = 0; r < rc->world; r++)
-			bad += count_wrong(got, r, r * n, (r + 1) * n, iter);
-		break;
-	case RUN_ALLREDUCE:
-		for (size_t e = 0; e < total; e++) {
-			uint32_t want = 0;
-
-			for (uint32_t r = 0; r < rc->world; r++)
-				want += pattern(r, e, iter);
-			bad += got[e] != want;
-		}
-		break;
-	default:
-		bad = count_wrong(got, prev, 0, n, iter);
-	}
+	if (!total)
+		return 0;
+	expect(rc, iter);
+	bad = run_dtype_count_wrong(rc->recv, rc->want, total, rc->row.dtype, kind(rc));
 	if (!bad)
 		return 0;
-	for (size_t e = 0; e < total; e++) {
-		uint32_t want = expected_word(rc, e, n, iter);
-
-		if (got[e] == want)
-			continue;
-		snprintf(msg, len,
-			 "rank %u: %s %" PRIu64 " B iteration %" PRIu64 ": verification error at byte %zu (chunk of rank %zu): got 0x%08x, expected 0x%08x",
-			 rc->rank, run_coll_name(rc->o->coll), size, iter, e * 4,
-			 rc->o->coll == RUN_SENDRECV ? (size_t)prev : e / n, got[e], want);
-		break;
-	}
+	e = run_dtype_first_wrong(rc->recv, rc->want, total, rc->row.dtype);
+	if (e == total)
+		e = 0;
+	memcpy(&got, (const char *)rc->recv + e * es, es);
+	memcpy(&want, (const char *)rc->want + e * es, es);
+	snprintf(msg, len,
+		 "rank %u: %s %" PRIu64 " B iteration %" PRIu64 ": verification error at byte %zu (chunk of rank %zu): got 0x%0*" PRIx64 ", expected 0x%0*" PRIx64 "%s%s%s%s",
+		 rc->rank, run_coll_name(rc->o->coll), size, iter, e * es, owner(rc, e),
+		 (int)es * 2, got, (int)es * 2, want,
+		 rc->o->nccl.on ? " (" : "", rc->o->nccl.on ? nproxy_dtype_name(rc->row.dtype) : "",
+		 rc->o->nccl.on ? (rc->row.in_place ? ", in place" : ", out-of-place") : "",
+		 rc->o->nccl.on ? ")" : "");
 	return bad;
+}
+
+/* NPROXY_RUN_CORRUPT: the top byte of an element another rank sent
+ * (its sign and exponent for a float: never within a tolerance). */
+uint8_t *run_corrupt_byte(struct run_rank *rc)
+{
+	size_t es = rc->esize, part = rc->o->coll == RUN_ALLGATHER ? rc->count * es : 0;
+
+	if (rc->o->coll == RUN_SENDRECV)
+		return (uint8_t *)rc->recv + es - 1;
+	return (uint8_t *)rc->recv + ((rc->rank + 1) % rc->world) * part + es - 1;
 }
