@@ -54,47 +54,23 @@ static bool grow_ops(struct nproxy_coll *c, uint32_t n)
 	return true;
 }
 
-/*
- * Where each chunk of a W-way split of count elements starts and ends, and
- * the pieces a chunk moves in: a piece is forwarded (or reduced) as soon
- * as it is there, so the next rank copies piece p while this one reduces
- * piece p + 1, instead of every step waiting for a whole chunk.
- */
+/* Where each chunk of a W-way split of count elements starts and ends. */
 struct split {
 	uint64_t per;		/* elements per chunk (the last may be short) */
 	uint64_t count;
 	size_t esize;
-	uint32_t pieces;	/* per chunk, >= 1 */
-	uint64_t per_piece;	/* elements per piece (the last may be short) */
 };
 
-/* Byte offset of piece p of chunk c (p == pieces: the chunk's end). */
-static uint64_t piece_off(const struct split *sp, uint32_t c, uint32_t p)
+static uint64_t chunk_off(const struct split *sp, uint32_t c)
 {
-	uint64_t in = (uint64_t)p * sp->per_piece;
-	uint64_t e = (uint64_t)c * sp->per + (in < sp->per ? in : sp->per);
+	uint64_t e = (uint64_t)c * sp->per;
 
 	return (e < sp->count ? e : sp->count) * sp->esize;
 }
 
-static uint32_t piece_len(const struct split *sp, uint32_t c, uint32_t p)
+static uint32_t chunk_len(const struct split *sp, uint32_t c)
 {
-	return (uint32_t)(piece_off(sp, c, p + 1) - piece_off(sp, c, p));
-}
-
-/*
- * Pieces per chunk: about COLL_PIECE_BYTES each, at most max_pieces.
- * Below two pieces' worth a chunk moves whole: each piece costs its own
- * messages and completions, which small ops cannot pay back.
- */
-static void split_pieces(struct split *sp, uint32_t max_pieces)
-{
-	uint64_t p = sp->per * sp->esize / COLL_PIECE_BYTES;
-
-	if (p > max_pieces)
-		p = max_pieces;
-	sp->pieces = p > 1 ? (uint32_t)p : 1;
-	sp->per_piece = (sp->per + sp->pieces - 1) / sp->pieces;
+	return (uint32_t)(chunk_off(sp, c + 1) - chunk_off(sp, c));
 }
 
 struct builder {
@@ -134,93 +110,62 @@ static struct nproxy_net_addr at(uint32_t mr, uint64_t off)
 	return (struct nproxy_net_addr){ .mr = mr, .offset = off };
 }
 
-static void build_allgather(struct builder *b, uint32_t mr, const struct split *sp,
-			    uint64_t recv_base)
+static void build_allgather(struct builder *b, uint32_t mr, uint64_t part_len, uint64_t recv_base)
 {
-	uint32_t W = b->c->n_ranks, r = b->c->me, P = sp->pieces;
+	uint32_t W = b->c->n_ranks, r = b->c->me;
 
 	for (uint32_t s = 0; s + 1 < W; s++) {
 		uint32_t send_idx = (r + W - s) % W, recv_idx = (r + 2 * W - s - 1) % W;
+		struct nproxy_net_op *op;
 
-		for (uint32_t p = 0; p < P; p++) {
-			struct nproxy_net_op *op;
-
-			op = add(b, NPROXY_NET_OP_SEND, b->next, piece_len(sp, send_idx, p),
-				 at(mr, piece_off(sp, send_idx, p)), at(mr, 0));
-			/* Forward piece p once it arrived in the step before. */
-			if (s)
-				gate(op, COLL_SEM_RECV, recv_base + (uint64_t)(s - 1) * P + p + 1);
-			op = add(b, NPROXY_NET_OP_RECV, b->prev, piece_len(sp, recv_idx, p),
-				 at(mr, 0), at(mr, piece_off(sp, recv_idx, p)));
-			announce(op, COLL_SEM_RECV);
-		}
+		op = add(b, NPROXY_NET_OP_SEND, b->next, (uint32_t)part_len,
+			 at(mr, send_idx * part_len), at(mr, 0));
+		if (s)
+			gate(op, COLL_SEM_RECV, recv_base + s);
+		op = add(b, NPROXY_NET_OP_RECV, b->prev, (uint32_t)part_len, at(mr, 0),
+			 at(mr, recv_idx * part_len));
+		announce(op, COLL_SEM_RECV);
 	}
 }
 
-/* Reduce-scatter: W - 1 steps, each piece reduced as soon as it is in. */
-static void build_reduce_scatter(struct builder *b, uint32_t mr, const struct split *sp,
-				 const struct nproxy_coll_desc *d, uint64_t recv_base,
-				 uint64_t reduce_base)
+static void build_allreduce(struct builder *b, uint32_t mr, const struct split *sp,
+			    const struct nproxy_coll_desc *d, uint64_t recv_base,
+			    uint64_t reduce_base)
 {
 	struct nproxy_coll *c = b->c;
-	uint32_t W = c->n_ranks, r = c->me, P = sp->pieces;
+	uint32_t W = c->n_ranks, r = c->me;
 	uint64_t slot = (uint64_t)sp->per * sp->esize;
 	struct nproxy_net_op *op;
 
 	for (uint32_t s = 0; s + 1 < W; s++) {
 		uint32_t send_idx = (r + W - s) % W, recv_idx = (r + 2 * W - s - 1) % W;
 
-		for (uint32_t p = 0; p < P; p++) {
-			uint64_t in_slot = piece_off(sp, recv_idx, p) - piece_off(sp, recv_idx, 0);
-			uint64_t k = (uint64_t)s * P + p;	/* this piece's RECV and REDUCE number */
-
-			op = add(b, NPROXY_NET_OP_SEND, b->next, piece_len(sp, send_idx, p),
-				 at(mr, piece_off(sp, send_idx, p)), at(mr, 0));
-			/* Piece p of the chunk this rank reduced in the step before. */
-			if (s)
-				gate(op, COLL_SEM_REDUCE, reduce_base + k - P + 1);
-			op = add(b, NPROXY_NET_OP_RECV, b->prev, piece_len(sp, recv_idx, p),
-				 at(mr, 0), at(c->scratch_mr, s * slot + in_slot));
-			announce(op, COLL_SEM_RECV);
-			op = add(b, NPROXY_NET_OP_REDUCE, 0, piece_len(sp, recv_idx, p),
-				 at(c->scratch_mr, s * slot + in_slot),
-				 at(mr, piece_off(sp, recv_idx, p)));
-			op->dtype = (uint8_t)d->dtype;
-			op->redop = (uint8_t)d->redop;
-			gate(op, COLL_SEM_RECV, recv_base + k + 1);
-			announce(op, COLL_SEM_REDUCE);
-		}
+		op = add(b, NPROXY_NET_OP_SEND, b->next, chunk_len(sp, send_idx),
+			 at(mr, chunk_off(sp, send_idx)), at(mr, 0));
+		if (s)
+			gate(op, COLL_SEM_REDUCE, reduce_base + s);
+		op = add(b, NPROXY_NET_OP_RECV, b->prev, chunk_len(sp, recv_idx), at(mr, 0),
+			 at(c->scratch_mr, s * slot));
+		announce(op, COLL_SEM_RECV);
+		op = add(b, NPROXY_NET_OP_REDUCE, 0, chunk_len(sp, recv_idx),
+			 at(c->scratch_mr, s * slot), at(mr, chunk_off(sp, recv_idx)));
+		op->dtype = (uint8_t)d->dtype;
+		op->redop = (uint8_t)d->redop;
+		gate(op, COLL_SEM_RECV, recv_base + s + 1);
+		announce(op, COLL_SEM_REDUCE);
 	}
-}
-
-/*
- * Then the allgather phase: piece p of a whole chunk goes on after its
- * last reduction (first step) or once it arrived (later steps).
- */
-static void build_allreduce(struct builder *b, uint32_t mr, const struct split *sp,
-			    const struct nproxy_coll_desc *d, uint64_t recv_base,
-			    uint64_t reduce_base)
-{
-	struct nproxy_coll *c = b->c;
-	uint32_t W = c->n_ranks, r = c->me, P = sp->pieces;
-	uint64_t rs = (uint64_t)(W - 1) * P;	/* RECVs and REDUCEs of the first phase */
-	struct nproxy_net_op *op;
-
-	build_reduce_scatter(b, mr, sp, d, recv_base, reduce_base);
 	for (uint32_t t = 0; t + 1 < W; t++) {
 		uint32_t send_idx = (r + 1 + W - t) % W, recv_idx = (r + W - t) % W;
 
-		for (uint32_t p = 0; p < P; p++) {
-			op = add(b, NPROXY_NET_OP_SEND, b->next, piece_len(sp, send_idx, p),
-				 at(mr, piece_off(sp, send_idx, p)), at(mr, 0));
-			if (t)
-				gate(op, COLL_SEM_RECV, recv_base + rs + (uint64_t)(t - 1) * P + p + 1);
-			else
-				gate(op, COLL_SEM_REDUCE, reduce_base + rs - P + p + 1);
-			op = add(b, NPROXY_NET_OP_RECV, b->prev, piece_len(sp, recv_idx, p),
-				 at(mr, 0), at(mr, piece_off(sp, recv_idx, p)));
-			announce(op, COLL_SEM_RECV);
-		}
+		op = add(b, NPROXY_NET_OP_SEND, b->next, chunk_len(sp, send_idx),
+			 at(mr, chunk_off(sp, send_idx)), at(mr, 0));
+		if (t)
+			gate(op, COLL_SEM_RECV, recv_base + (W - 1) + t);
+		else
+			gate(op, COLL_SEM_REDUCE, reduce_base + W - 1);
+		op = add(b, NPROXY_NET_OP_RECV, b->prev, chunk_len(sp, recv_idx), at(mr, 0),
+			 at(mr, chunk_off(sp, recv_idx)));
+		announce(op, COLL_SEM_RECV);
 	}
 }
 
@@ -261,35 +206,29 @@ enum nproxy_status npx_coll_build(struct nproxy_coll *c, const struct nproxy_col
 	enum nproxy_status st;
 	uint32_t mr;
 
-	if (!grow_ops(c, 5 * W * COLL_MAX_PIECES + 2))
+	if (!grow_ops(c, 5 * W + 2))
 		return npx_coll_fail(c, NPROXY_RESOURCE, "FIFOs for %u ranks", W);
 	*recv_final = recv_base;
 	*reduce_final = reduce_base;
 	switch (d->kind) {
-	case NPROXY_COLL_ALLGATHER: {
-		/* Two ranks forward nothing: pieces would only add messages. */
-		struct split sp = { .per = d->count, .count = total, .esize = esize };
-
-		split_pieces(&sp, W > 2 ? COLL_MAX_PIECES : 1);
+	case NPROXY_COLL_ALLGATHER:
 		st = npx_coll_mr(c, d->recvbuf, total * esize, &mr);
 		if (st != NPROXY_SUCCESS)
 			return st;
-		build_allgather(&b, mr, &sp, recv_base);
-		*recv_final = recv_base + (uint64_t)(W - 1) * sp.pieces;
+		build_allgather(&b, mr, d->count * esize, recv_base);
+		*recv_final = recv_base + (W - 1);
 		break;
-	}
 	case NPROXY_COLL_ALLREDUCE: {
 		struct split sp = { .per = (d->count + W - 1) / W, .count = d->count, .esize = esize };
 
-		split_pieces(&sp, COLL_MAX_PIECES);
 		st = scratch_for(c, (size_t)((W - 1) * sp.per * esize));
 		if (st == NPROXY_SUCCESS)
 			st = npx_coll_mr(c, d->recvbuf, total * esize, &mr);
 		if (st != NPROXY_SUCCESS)
 			return st;
 		build_allreduce(&b, mr, &sp, d, recv_base, reduce_base);
-		*recv_final = recv_base + 2 * (uint64_t)(W - 1) * sp.pieces;
-		*reduce_final = reduce_base + (uint64_t)(W - 1) * sp.pieces;
+		*recv_final = recv_base + 2 * (W - 1);
+		*reduce_final = reduce_base + (W - 1);
 		break;
 	}
 	case NPROXY_COLL_SENDRECV: {

@@ -16,13 +16,6 @@
 /* The op's completion semaphores: receives (and sends they gate), reductions. */
 #define COLL_SEM_RECV	1
 #define COLL_SEM_REDUCE	2
-
-/*
- * A chunk of a ring step moves in pieces of about this size (coll_build.c),
- * at most COLL_MAX_PIECES of them.
- */
-#define COLL_PIECE_BYTES	(256u << 10)
-#define COLL_MAX_PIECES		8u
 #define COLL_MIN_SEMS	3
 
 struct coll_mr {

@@ -19,7 +19,7 @@ struct job {
 	uint32_t n;
 	uint64_t count;
 	bool out_of_place;
-	bool pieces;		/* allreduce: large, so chunks move in pieces; a few types */
+	bool large;		/* allreduce: megabytes, so only a few types */
 };
 
 static int run_job(const char *what, uint32_t n, nproxy_test_rank_fn fn, struct job *job)
@@ -147,10 +147,10 @@ static int allreduce_rank(uint32_t i, uint32_t n, void *arg)
 	for (size_t ti = 0; !rc && ti < sizeof(all_types) / sizeof(all_types[0]); ti++) {
 		enum nproxy_dtype t = all_types[ti];
 
-		if (job->pieces && t != NPROXY_INT8 && t != NPROXY_FLOAT32)
+		if (job->large && t != NPROXY_INT8 && t != NPROXY_FLOAT32)
 			continue;
 		for (uint32_t op = 0; !rc && op < NPROXY_REDOP_COUNT; op++) {
-			if (job->pieces && op != NPROXY_SUM && op != NPROXY_MAX)
+			if (job->large && op != NPROXY_SUM && op != NPROXY_MAX)
 				continue;
 			struct nproxy_coll_desc d = NPROXY_COLL_DESC_INIT;
 			/* half and bfloat16 keep 3 significant digits: 0.5 % */
@@ -201,19 +201,19 @@ TEST(allreduce_every_type_and_op_3_ranks_out_of_place_odd_count)
 }
 
 /*
- * Chunks of megabytes move in pieces (a piece is forwarded or reduced as
- * soon as it is in): int8 in 3 pieces a chunk, float in the most there
- * are, an odd count so the last piece of the last chunk is short.
+ * Megabyte chunks (the engine's REDUCE of a whole chunk, and messages the
+ * providers send in several protocol steps), an odd count so the last
+ * chunk is short.
  */
-TEST(allreduce_in_pieces_3_ranks)
+TEST(allreduce_of_megabytes_3_ranks)
 {
-	struct job job = { .count = 3000001, .pieces = true };
+	struct job job = { .count = 3000001, .large = true };
 
-	ASSERT_EQ(0, run_job("arp3", 3, allreduce_rank, &job));
+	ASSERT_EQ(0, run_job("arl3", 3, allreduce_rank, &job));
 }
 
-/* Three ranks forward what they receive, piece by piece. */
-TEST(allgather_in_pieces_3_ranks)
+/* Three ranks forward what they receive, 1.25 MiB a part. */
+TEST(allgather_of_megabytes_3_ranks)
 {
 	struct job job = { .count = 5 * (256 << 10) / 4 + 7 };
 
