@@ -119,8 +119,7 @@ enum nproxy_status nproxy_enq_proxy_tasks(struct nproxy_comm *comm, const struct
 	npx_proxy_net_task_commit(net);
 	npx_proxy_barrier_task_commit(bar);
 	/* The creator's status references become the status list's. */
-	npx_proxy_queue_append(comm->queue, net);
-	npx_proxy_queue_append(comm->queue, bar);
+	npx_proxy_queue_append(comm->queue, (struct proxy_task *const[]){ net, bar }, 2);
 	if (ctx_out)
 		*ctx_out = ctx;
 	return NPROXY_SUCCESS;

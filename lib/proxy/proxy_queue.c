@@ -642,25 +642,34 @@ enum nproxy_status npx_proxy_queue_start(struct proxy_queue *q, const cpu_set_t 
 
 /*
  * The reference runtime's append_task: status first (state_mtx), then the
- * task, then notify.  The task goes onto q->incoming with one CAS: no lock
- * the worker holds, so a producer never waits for a tick (or for a worker
- * preempted in the middle of one).
+ * task, then notify.  The tasks go onto q->incoming with one CAS each: no
+ * lock the worker holds, so a producer never waits for a tick (or for a
+ * worker preempted in the middle of one).  An op's tasks are appended
+ * together and notified once: a parked worker woken by the first task's
+ * signal has not run yet when the second comes, so a signal per task
+ * costs a FUTEX_WAKE per task for one wake-up.
  */
-void npx_proxy_queue_append(struct proxy_queue *q, struct proxy_task *task)
+void npx_proxy_queue_append(struct proxy_queue *q, struct proxy_task *const *tasks, uint32_t n)
 {
-	struct proxy_task_status *st = task->status;
-
 	pthread_mutex_lock(&q->state_mtx);
-	st->prev = q->status_head.prev;
-	st->next = &q->status_head;
-	q->status_head.prev->next = st;
-	q->status_head.prev = st;
+	for (uint32_t i = 0; i < n; i++) {
+		struct proxy_task_status *st = tasks[i]->status;
+
+		st->prev = q->status_head.prev;
+		st->next = &q->status_head;
+		q->status_head.prev->next = st;
+		q->status_head.prev = st;
+	}
 	pthread_mutex_unlock(&q->state_mtx);
 
-	task->next = __atomic_load_n(&q->incoming, __ATOMIC_RELAXED);
-	while (!__atomic_compare_exchange_n(&q->incoming, &task->next, task, true,
-					    __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
-		;
+	for (uint32_t i = 0; i < n; i++) {
+		struct proxy_task *task = tasks[i];
+
+		task->next = __atomic_load_n(&q->incoming, __ATOMIC_RELAXED);
+		while (!__atomic_compare_exchange_n(&q->incoming, &task->next, task, true,
+						    __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+			;
+	}
 	wake_signal(&q->wake);
 	/*
 	 * A worker parked on handback after the last driver left with nothing
