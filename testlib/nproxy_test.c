@@ -253,29 +253,44 @@ int nproxy_test_count_fds(void)
 	return n < 0 ? -1 : n - 1;
 }
 
+#if defined(__SANITIZE_THREAD__)
 static void *no_op_thread(void *arg)
 {
-	return arg;
+	*(pid_t *)arg = gettid();
+	return NULL;
 }
 
 /*
  * ThreadSanitizer starts its own background thread at a process's first
  * pthread_create (and a forked child starts without it), so a count taken
  * before the library's first thread would grow by one that never leaves.
- * Create and join one thread per process before the first count; in other
- * builds this costs one short thread.
+ * Create and join one thread per process before the first count, and wait
+ * until it has left /proc/self/task too (pthread_join returns before the
+ * kernel has reaped it).
  */
 static void start_runtime_threads(void)
 {
 	static pid_t started_in;
+	char path[64];
+	pid_t tid = 0;
 	pthread_t t;
 
 	if (started_in == getpid())
 		return;
-	if (!pthread_create(&t, NULL, no_op_thread, NULL))
-		pthread_join(t, NULL);
 	started_in = getpid();
+	if (pthread_create(&t, NULL, no_op_thread, &tid))
+		return;
+	pthread_join(t, NULL);
+	snprintf(path, sizeof(path), "/proc/self/task/%d", (int)tid);
+	for (int i = 0; i < 1000 && !access(path, F_OK); i++)
+		nproxy_test_sleep_ms(1);
 }
+#else
+/* Only ThreadSanitizer adds a thread of its own (see above). */
+static void start_runtime_threads(void)
+{
+}
+#endif
 
 int nproxy_test_count_threads(void)
 {

@@ -200,24 +200,54 @@ static void reduce_half_scalar(uint16_t *a, const uint16_t *b, size_t from, size
 		       (uint16_t)((rb + 0x7fff + ((rb >> 16) & 1)) >> 16); \
 	}
 
-__attribute__((target_clones("avx2", "default")))
+#define BF16_SWITCH						\
+	do {								\
+		switch (op) {						\
+		case NPROXY_PROD:					\
+			BF16_LOOP(x * y);				\
+			break;						\
+		case NPROXY_MAX:					\
+			BF16_LOOP(x > y ? x : y);			\
+			break;						\
+		case NPROXY_MIN:					\
+			BF16_LOOP(x < y ? x : y);			\
+			break;						\
+		default:						\
+			BF16_LOOP(x + y);				\
+			break;						\
+		}							\
+	} while (0)
+
+static void reduce_bf16_generic(uint16_t *a, const uint16_t *b, size_t n, enum nproxy_redop op)
+{
+	BF16_SWITCH;
+}
+
+/*
+ * The AVX2 build of the same loops, chosen at run time.  Not an ifunc
+ * (target_clones): its resolver runs during relocation, before a
+ * sanitizer's runtime is up, and ThreadSanitizer builds crash there.
+ */
+#if defined(__x86_64__)
+__attribute__((target("avx2")))
+static void reduce_bf16_avx2(uint16_t *a, const uint16_t *b, size_t n, enum nproxy_redop op)
+{
+	BF16_SWITCH;
+}
+
 static void reduce_bf16(uint16_t *a, const uint16_t *b, size_t n, enum nproxy_redop op)
 {
-	switch (op) {
-	case NPROXY_PROD:
-		BF16_LOOP(x * y);
-		break;
-	case NPROXY_MAX:
-		BF16_LOOP(x > y ? x : y);
-		break;
-	case NPROXY_MIN:
-		BF16_LOOP(x < y ? x : y);
-		break;
-	default:
-		BF16_LOOP(x + y);
-		break;
-	}
+	if (__builtin_cpu_supports("avx2"))
+		reduce_bf16_avx2(a, b, n, op);
+	else
+		reduce_bf16_generic(a, b, n, op);
 }
+#else
+static void reduce_bf16(uint16_t *a, const uint16_t *b, size_t n, enum nproxy_redop op)
+{
+	reduce_bf16_generic(a, b, n, op);
+}
+#endif
 
 #if defined(__x86_64__)
 #include <immintrin.h>

@@ -56,6 +56,19 @@ wait_hang() {
 	return 1
 }
 
+# report_until REGEX: the hang lasts, so a task that began to wait a moment
+# after the first one reached --min-age shows in a later report; ask again
+# (up to 5 s) until a line matches.
+report_until() {
+	local i
+	for ((i = 0; i < 10; i++)); do
+		grep -Eq "$1" "$tmp/report" && return 0
+		sleep 0.5
+		timeout 20 "$CTL" hang-report --min-age 2 --pid "$job" >"$tmp/report" 2>&1
+	done
+	grep -Eq "$1" "$tmp/report"
+}
+
 # pid_of RANK: the pid top --json shows for RANK of the job.
 pid_of() {
 	timeout 20 "$CTL" --json top --count 1 --pid "$job" |
@@ -112,7 +125,7 @@ stop_job
 start_job 0:3:trigger 2
 if wait_hang; then
 	p0=$(pid_of 0)
-	if grep -Eq "^rank 0 \(pid $p0\) task NETWORK in WAITING_DEVICE_TRIGGER for [0-9.]+ s: stream 0 trigger still 0xFFFFFFFF \(device program at step 0 DELAY 60.000 s\)$" "$tmp/report"; then
+	if report_until "^rank 0 \(pid $p0\) task NETWORK in WAITING_DEVICE_TRIGGER for [0-9.]+ s: stream 0 trigger still 0xFFFFFFFF \(device program at step 0 DELAY 60.000 s\)$"; then
 		tap_ok "device never triggers: rank 0, its pid, the sentinel and the DELAY step named"
 	else
 		tap_fail "device never triggers: rank 0 named with the evidence" "$(cat "$tmp/report")"
