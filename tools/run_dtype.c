@@ -7,7 +7,7 @@
  * overflows in a way the check could not predict:
  *   moved (allgather, sendrecv)  any bits, checked byte for byte;
  *   sum, avg   0 or 1 per rank, except one rank per element (by element
- *              and iteration) giving a wider value, kept small enough that
+ *              and iteration, special_rank()) giving a wider value, kept small enough that
  *              the sum of all ranks stays exact (int8 below 128, half
  *              within 2048, bfloat16 within 256): with 0/1 alone a
  *              truncated avg would equal min, and an op swapped for
@@ -122,11 +122,26 @@ static inline int64_t wide(enum nproxy_dtype dt, uint32_t world, uint64_t h)
 	return exact > world ? (int64_t)(h % (exact - world + 1)) : 0;
 }
 
+/*
+ * The rank whose value at element e stands out (sum, avg: the wide one;
+ * prod: the first factor): the same on every rank, changing with the
+ * element and iteration.  A multiply and a shift (Lemire's range
+ * reduction of a multiplicative hash), not a modulo: a 64-bit division
+ * per element would slow a fill of millions of elements severalfold.
+ */
+static inline uint32_t special_rank(uint64_t e, uint64_t iter, uint32_t world)
+{
+	uint32_t g = (uint32_t)(((e + iter) * 0x9E3779B97F4A7C15ull) >> 32);
+
+	return (uint32_t)(((uint64_t)g * world) >> 32);
+}
+
 /* Rank r's value at element e, as an integer every type holds exactly. */
 static inline int64_t value(int kind, enum nproxy_dtype dt, uint32_t r, uint32_t world, uint64_t e,
 			    uint64_t iter)
 {
-	uint64_t h = mix(r, e, iter), first = (e + iter) % world;
+	uint64_t h = mix(r, e, iter);
+	uint32_t first = special_rank(e, iter, world);
 	bool unsig = dt == NPROXY_UINT8 || dt == NPROXY_UINT32 || dt == NPROXY_UINT64;
 
 	switch (kind) {
@@ -136,7 +151,8 @@ static inline int64_t value(int kind, enum nproxy_dtype dt, uint32_t r, uint32_t
 			return (int64_t)h;
 		return r == first ? wide(dt, world, h >> 1) : (int64_t)(h & 1);
 	case NPROXY_PROD:
-		return r == first || r == (first + 1) % world ? 2 + (int64_t)(h & 1) : 1;
+		return r == first || r == (first + 1 == world ? 0 : first + 1) ? 2 + (int64_t)(h & 1)
+										: 1;
 	default:	/* max, min, moved: any value the type holds exactly */
 		switch (dt) {
 		case NPROXY_FLOAT32: return (int32_t)h >> 8;
