@@ -3,8 +3,9 @@
  * nproxy-run: the rows of a run.  A row is one (size, data type, op,
  * variant) to run warmup + timed iterations of; nproxy-run's own mode has
  * one type, one op and one variant, so its rows are its sizes.  nccl-tests
- * mode loops as nccl-tests does: every cycle (-N), every type (-d all),
- * every op (-o all), every size, out-of-place then in place.
+ * mode loops as nccl-tests does (its run() and TimeTest()): every type
+ * (-d all), every op (-o all), every cycle (-N), every size, out-of-place
+ * then in place.
  */
 #include <stdio.h>
 #include <string.h>
@@ -36,17 +37,17 @@ int run_rows_init(struct run_opts *o)
 
 void run_row_of(const struct run_opts *o, uint32_t i, struct run_row *r)
 {
-	uint32_t v = i % o->variants, s, op, dt;
+	uint32_t v = i % o->variants, s, cycle, op;
 
 	i /= o->variants;
 	s = i % o->n_sizes;
 	i /= o->n_sizes;
+	cycle = i % o->cycles;
+	i /= o->cycles;
 	op = i % o->n_redops;
-	i /= o->n_redops;
-	dt = i % o->n_dtypes;
 	*r = (struct run_row){
-		.bytes = o->sizes[s], .dtype = o->dtypes[dt], .redop = o->redops[op],
-		.size_idx = s, .cycle = i / o->n_dtypes,
+		.bytes = o->sizes[s], .dtype = o->dtypes[i / o->n_redops], .redop = o->redops[op],
+		.size_idx = s, .cycle = cycle,
 		/* Own mode: allgather and allreduce in place, sendrecv apart (as always). */
 		.in_place = o->variants == 2 ? v == 1 : o->coll != RUN_SENDRECV,
 	};

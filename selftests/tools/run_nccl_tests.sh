@@ -16,7 +16,7 @@ tap_require_cmd timeout
 
 tap_tmpdir
 export NPROXY_HANDSHAKE=memfd
-tap_plan 9
+tap_plan 10
 AR=$BUILD/bin/nproxy_all_reduce_perf
 AG=$BUILD/bin/nproxy_all_gather_perf
 SR=$BUILD/bin/nproxy_sendrecv_perf
@@ -75,6 +75,20 @@ for g in 2 3; do
 		tap_fail "-d all -o all on $g ranks" "exit $rc" "$out"
 	fi
 done
+
+# ---- -N 2 -d all: nccl-tests' order, type, op, cycle, size
+want=
+for t in int8 uint8 int32 uint32 int64 uint64 half float double bfloat16; do
+	want+="$t:1024 $t:2048 $t:1024 $t:2048 "
+done
+out=$(run "$AR" -b 1K -e 2K -f 2 -g 2 -N 2 -d all -n 1 -w 0)
+rc=$?
+got=$(rows "$out" | awk '{ printf "%s:%s ", $3, $1 }')
+if ((rc == 0)) && [[ $got == "$want" ]]; then
+	tap_ok "-N 2 -d all: rows type by type, then cycle, then size"
+else
+	tap_fail "-N 2 -d all: rows type by type, then cycle, then size" "exit $rc" "got:  $got" "want: $want"
+fi
 
 # ---- -c 0: nothing checked
 out=$(run "$AR" -b 1K -e 4K -f 2 -g 2 -c 0 -n 2)
