@@ -12,11 +12,11 @@
 # and --op.
 . "${NPROXY_TOP:-${NPROXY_BUILD:-$(dirname "$0")/../..}/..}/scripts/tap.sh"
 tap_use_build nproxy-run
-tap_require_cmd timeout
+tap_require_cmd python3 timeout
 
 tap_tmpdir
 export NPROXY_HANDSHAKE=memfd
-tap_plan 10
+tap_plan 11
 AR=$BUILD/bin/nproxy_all_reduce_perf
 AG=$BUILD/bin/nproxy_all_gather_perf
 SR=$BUILD/bin/nproxy_sendrecv_perf
@@ -107,6 +107,18 @@ if [[ $ar == "8:2 16:4 32:8 64:16 " && $ag == "0:0 0:0 32:4 64:8 " ]]; then
 	tap_ok "-b 8 -e 64 -f 2: nccl-tests' sizes and counts"
 else
 	tap_fail "-b 8 -e 64 -f 2: nccl-tests' sizes and counts" "all_reduce: $ar" "all_gather: $ag"
+fi
+
+# ---- --json: the table's count (an allgather's per rank); -d/-o all say "all"
+tab=$(rows "$(run "$AG" -g 2 -b 1K -e 1K -n 1)" | awk '{ print $2 }')
+js=$(run "$AG" -g 2 -b 1K -e 1K -n 1 --json)
+js_count=$(python3 -c 'import json,sys; d=json.load(sys.stdin); print(*sorted({r["count"] for r in d["results"]}))' <<<"$js" 2>&1)
+js2=$(run "$AR" -g 2 -b 1K -e 1K -n 1 -d all -o all --json)
+job=$(python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["data_type"], d["reduction_op"], len(d["results"]))' <<<"$js2" 2>&1)
+if [[ $tab == 128 && $js_count == 128 && $job == "all all 100" ]]; then
+	tap_ok "--json: allgather count as the table's; -d all -o all: data_type and reduction_op all"
+else
+	tap_fail "--json count and job type/op" "table: $tab" "json: $js_count" "job: $job"
 fi
 
 # ---- a corrupted element: counted in #wrong, exit 1
