@@ -206,6 +206,8 @@ void run_usage(FILE *f);
  * JSON object on stdout.  Returns RUN_EXIT_USAGE.
  */
 void run_usage_error_scan(int argc, char **argv);
+/* The program the hint names (default nproxy-run; nccl-tests mode: its link). */
+void run_usage_error_prog(const char *name);
 int run_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* run_fabric.c: "'shm', 'tcp;ofi_rxm', ..." (RDM + tagged), empty if none. */

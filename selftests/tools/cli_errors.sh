@@ -50,6 +50,12 @@ expect "run: -s with -b" 2 "-s and -b/-e/-f both give the sizes" "$RUN" -s 4K -b
 expect "run: -f 1" 2 "--stepfactor: '1'" "$RUN" -b 1K -e 4K -f 1
 expect "run: -e below -b" 2 "minimum 4096 B is above its maximum 1024 B" "$RUN" -b 4K -e 1K
 expect "run: -b 1G" 2 "--minbytes: '1G' is not a size of at most 256M" "$RUN" -b 1G
+# nccl-tests mode: a long-only option by its name, the hint by the invoked name.
+AR=$BUILD/bin/nproxy_all_reduce_perf
+expect "nccl-tests mode: --procs 0 named" 2 "^nproxy-run: --procs: '0' is not 1\\.\\.64\$" "$AR" --procs 0
+expect "nccl-tests mode: -g 0 named" 2 "^nproxy-run: -g: '0' is not 1\\.\\.64\$" "$AR" -g 0
+expect "nccl-tests mode: the hint names the program run" 2 "^Try 'nproxy_all_reduce_perf --help'\\.\$" "$AR" --procs 0
+expect "own mode: the hint names nproxy-run" 2 "^Try 'nproxy-run --help'\\.\$" "$RUN" --procs 0
 if [[ ! -e /dev/nproxy ]]; then
 	expect "run: --handshake kmod without the module, in the user's terms" 5 \
 		"^nproxy-run: --handshake kmod: /dev/nproxy does not exist: the nproxy module is not loaded" \
