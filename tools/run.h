@@ -33,6 +33,9 @@
  * place); each process's record holds one result per row.
  */
 #define RUN_MAX_ROWS	2048
+/* Timed latencies a process records (rows x iterations, 8 bytes each):
+ * 512 MiB, own mode's 64 sizes x 1000000 iterations fit. */
+#define RUN_MAX_LAT_SAMPLES	(1ull << 26)
 
 /* Exit statuses (nproxy-run(1)). */
 enum run_exit {

@@ -18,6 +18,9 @@
 
 #define bad(...) run_usage_error(__VA_ARGS__)
 
+/* Timed operations per row (-n x -m), as own mode's --iters at most. */
+#define RUN_MAX_NCCL_OPS	1000000
+
 /* nccl-tests' own short options (those with a meaning here). */
 const char run_nccl_optstring[] = ":t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:G:C:a:h";
 
@@ -285,6 +288,12 @@ int run_nccl_finish(struct run_opts *o)
 	if (n->gpus * n->threads > RUN_MAX_RANKS)
 		return bad("-g %u x -t %u = %u ranks per process: at most %u", n->gpus, n->threads,
 			   n->gpus * n->threads, RUN_MAX_RANKS);
+	o->ranks_per_proc = n->gpus * n->threads;
+	/* Each timed op's latency is kept: n x m of them per row. */
+	if ((uint64_t)n->iters * n->agg_iters > RUN_MAX_NCCL_OPS)
+		return bad("-n %u x -m %u = %llu timed operations per size: at most %u", n->iters,
+			   n->agg_iters, (unsigned long long)n->iters * n->agg_iters,
+			   RUN_MAX_NCCL_OPS);
 	o->ranks_per_proc = n->gpus * n->threads;
 	o->iters = n->iters * n->agg_iters;
 	o->check = n->check != 0;

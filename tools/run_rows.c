@@ -22,16 +22,25 @@ size_t run_record_size(const struct run_opts *o)
 int run_rows_init(struct run_opts *o)
 {
 	uint64_t per_cycle = (uint64_t)o->n_dtypes * o->n_redops * o->n_sizes * o->variants;
+	uint64_t room = RUN_MAX_LAT_SAMPLES / (o->iters ? o->iters : 1), rows;
 
 	if (!per_cycle)
 		return run_usage_error("nothing to run");
+	room = room < RUN_MAX_ROWS ? room : RUN_MAX_ROWS;
 	/* nccl-tests' -N 0 runs forever: here as many cycles as the record holds. */
 	if (!o->cycles)
-		o->cycles = per_cycle <= RUN_MAX_ROWS ? (uint32_t)(RUN_MAX_ROWS / per_cycle) : 1;
-	if (per_cycle * o->cycles > RUN_MAX_ROWS)
+		o->cycles = per_cycle <= room ? (uint32_t)(room / per_cycle) : 1;
+	rows = per_cycle * o->cycles;
+	if (rows > RUN_MAX_ROWS)
 		return run_usage_error("%llu result rows (cycles x types x ops x sizes x variants): at most %u",
-				       (unsigned long long)(per_cycle * o->cycles), RUN_MAX_ROWS);
-	o->n_rows = (uint32_t)(per_cycle * o->cycles);
+				       (unsigned long long)rows, RUN_MAX_ROWS);
+	/* Every timed op's latency is kept (for the median and p99). */
+	if (rows * o->iters > RUN_MAX_LAT_SAMPLES)
+		return run_usage_error("%llu result rows x %u timed iterations: a %.2f GB latency record per process, at most %.2f GB",
+				       (unsigned long long)rows, o->iters,
+				       rows * o->iters * sizeof(double) / 1e9,
+				       RUN_MAX_LAT_SAMPLES * sizeof(double) / 1e9);
+	o->n_rows = (uint32_t)rows;
 	return 0;
 }
 
