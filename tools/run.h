@@ -33,6 +33,9 @@
  * place); each process's record holds one result per row.
  */
 #define RUN_MAX_ROWS	2048
+/* Timed latencies a process records (rows x iterations, 8 bytes each):
+ * 512 MiB, own mode's 64 sizes x 1000000 iterations fit. */
+#define RUN_MAX_LAT_SAMPLES	(1ull << 26)
 
 /* Exit statuses (nproxy-run(1)). */
 enum run_exit {
@@ -206,6 +209,8 @@ void run_usage(FILE *f);
  * JSON object on stdout.  Returns RUN_EXIT_USAGE.
  */
 void run_usage_error_scan(int argc, char **argv);
+/* The program the hint names (default nproxy-run; nccl-tests mode: its link). */
+void run_usage_error_prog(const char *name);
 int run_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* run_fabric.c: "'shm', 'tcp;ofi_rxm', ..." (RDM + tagged), empty if none. */

@@ -3,7 +3,8 @@
  * nproxy-run: each row's buffers.  send holds the op's input (used in
  * place it is left alone), recv the whole result (the allgather's W parts,
  * the allreduce's vector, sendrecv's incoming part); want and tmp build
- * the expected result when the run verifies.  The op verb registers send
+ * the expected result when the run verifies, local rank 0's for the whole
+ * process.  The op verb registers send
  * and recv on first use and forgets them before they are freed.
  */
 #include <stdio.h>
@@ -137,11 +138,15 @@ int run_buffers_alloc(struct run_rank *rc, const struct run_row *row)
 	rc->send_len = count * rc->esize;
 	rc->send = zeroed(rc->send_len);
 	rc->recv = zeroed(rc->recv_len);
-	if (rc->o->check) {
+	/* One expected result per process: every local rank checks against it. */
+	if (rc->o->check && !rc->local_idx) {
 		rc->want = zeroed(rc->recv_len);
 		rc->tmp = zeroed(rc->send_len);
+		if (!rc->want || !rc->tmp)
+			return run_fail(RUN_EXIT_FAILURE, "rank %u: out of memory for %zu-byte buffers",
+					rc->rank, rc->recv_len);
 	}
-	if (!rc->send || !rc->recv || (rc->o->check && (!rc->want || !rc->tmp)))
+	if (!rc->send || !rc->recv)
 		return run_fail(RUN_EXIT_FAILURE, "rank %u: out of memory for %zu-byte buffers",
 				rc->rank, rc->recv_len);
 	return RUN_EXIT_OK;

@@ -6,11 +6,17 @@
  * fails; its range depends on the op so that no result rounds or
  * overflows in a way the check could not predict:
  *   moved (allgather, sendrecv)  any bits, checked byte for byte;
- *   sum, avg   0 or 1 per rank (a sum of up to 64 ranks is exact in int8,
- *              half and bfloat16); unsigned integers any value (they wrap
- *              the same way in any order);
- *   prod       1, except one rank per element (by element and iteration)
- *              giving 2 or 3;
+ *   sum, avg   0 or 1 per rank, except one rank per element (by element
+ *              and iteration, special_rank()) giving a wider value, kept small enough that
+ *              the sum of all ranks stays exact (int8 below 128, half
+ *              within 2048, bfloat16 within 256): with 0/1 alone a
+ *              truncated avg would equal min, and an op swapped for
+ *              another would pass; unsigned integers any value (they
+ *              wrap the same way in any order);
+ *   prod       1, except two ranks per element (one with a single rank)
+ *              giving 2 or 3: a product 4..9 (exact in int8, half and
+ *              bfloat16) that no max, min or sum of the same inputs
+ *              always equals;
  *   max, min   any value exact in the type.
  * The expected result is built with the library's public nproxy_reduce()
  * over every rank's input: with these inputs any order of reduction gives
@@ -97,19 +103,56 @@ static float from_bf16(uint16_t b)
 	return f;
 }
 
+/*
+ * The wide value of a sum or avg: below the largest integer the type holds
+ * exactly (the sum's bound) less the world-1 ones of the other ranks.
+ */
+static inline int64_t wide(enum nproxy_dtype dt, uint32_t world, uint64_t h)
+{
+	uint64_t exact;
+
+	switch (dt) {
+	case NPROXY_INT8: exact = 127; break;
+	case NPROXY_FLOAT16: exact = 2048; break;
+	case NPROXY_BFLOAT16: exact = 256; break;
+	case NPROXY_INT32: return (int64_t)(h & 0x3fffffff);
+	case NPROXY_FLOAT32: return (int64_t)(h & 0x7fffff);
+	default: return (int64_t)(h & ((1ull << 52) - 1));	/* int64, double (exact below 2^53) */
+	}
+	return exact > world ? (int64_t)(h % (exact - world + 1)) : 0;
+}
+
+/*
+ * The rank whose value at element e stands out (sum, avg: the wide one;
+ * prod: the first factor): the same on every rank, changing with the
+ * element and iteration.  A multiply and a shift (Lemire's range
+ * reduction of a multiplicative hash), not a modulo: a 64-bit division
+ * per element would slow a fill of millions of elements severalfold.
+ */
+static inline uint32_t special_rank(uint64_t e, uint64_t iter, uint32_t world)
+{
+	uint32_t g = (uint32_t)(((e + iter) * 0x9E3779B97F4A7C15ull) >> 32);
+
+	return (uint32_t)(((uint64_t)g * world) >> 32);
+}
+
 /* Rank r's value at element e, as an integer every type holds exactly. */
 static inline int64_t value(int kind, enum nproxy_dtype dt, uint32_t r, uint32_t world, uint64_t e,
 			    uint64_t iter)
 {
 	uint64_t h = mix(r, e, iter);
+	uint32_t first = special_rank(e, iter, world);
 	bool unsig = dt == NPROXY_UINT8 || dt == NPROXY_UINT32 || dt == NPROXY_UINT64;
 
 	switch (kind) {
 	case NPROXY_SUM:
 	case NPROXY_AVG:
-		return unsig ? (int64_t)h : (int64_t)(h & 1);
+		if (unsig)
+			return (int64_t)h;
+		return r == first ? wide(dt, world, h >> 1) : (int64_t)(h & 1);
 	case NPROXY_PROD:
-		return (e + iter) % world == r ? 2 + (int64_t)(h & 1) : 1;
+		return r == first || r == (first + 1 == world ? 0 : first + 1) ? 2 + (int64_t)(h & 1)
+										: 1;
 	default:	/* max, min, moved: any value the type holds exactly */
 		switch (dt) {
 		case NPROXY_FLOAT32: return (int32_t)h >> 8;

@@ -35,13 +35,20 @@ char run_hang_hook(uint32_t rank, uint64_t op)
 	return !strcmp(kind, "stop") ? 'p' : 0;
 }
 
-/* NPROXY_RUN_CORRUPT=RANK: flip one received byte of RANK's first timed
- * iteration, to prove that verification catches it.  The rank, or -1. */
-int run_corrupt_hook(void)
+/* NPROXY_RUN_CORRUPT=RANK[:ROW]: flip one received byte of RANK's first
+ * timed iteration of row ROW (default 0, the first; in nccl-tests mode row
+ * 1 is the first size in place), to prove that verification catches it.
+ * The rank, or -1. */
+int run_corrupt_hook(uint32_t *row)
 {
 	const char *v = getenv("NPROXY_RUN_CORRUPT");
+	unsigned int r, at = 0;
 
-	return v && *v ? atoi(v) : -1;
+	*row = 0;
+	if (!v || sscanf(v, "%u:%u", &r, &at) < 1)
+		return -1;
+	*row = at;
+	return (int)r;
 }
 
 /* NPROXY_RUN_KILL=RANK:ITER: the process hosting RANK dies by SIGKILL

@@ -18,6 +18,9 @@
 
 #define bad(...) run_usage_error(__VA_ARGS__)
 
+/* Timed operations per row (-n x -m), as own mode's --iters at most. */
+#define RUN_MAX_NCCL_OPS	1000000
+
 /* nccl-tests' own short options (those with a meaning here). */
 const char run_nccl_optstring[] = ":t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:G:C:a:h";
 
@@ -83,6 +86,7 @@ bool run_nccl_name(const char *argv0, struct run_opts *o)
 		if (n >= k && !strcmp(base + n - k, tests[i].suffix)) {
 			o->nccl.on = true;
 			o->nccl.prog = tests[i].suffix;
+			run_usage_error_prog(base);
 			o->coll = tests[i].coll;
 			return true;
 		}
@@ -132,12 +136,25 @@ void run_nccl_usage(FILE *f, const char *prog)
 "  -h,--help        this text\n", prog);
 }
 
+/* An option as the user wrote it: "-t" as nccl-tests names its own, the
+ * long name of ours that have no letter ("--procs"; its code is no char). */
+static void option_name(int c, char *buf, size_t len)
+{
+	for (const struct option *lo = longopts; lo->name; lo++) {
+		if (lo->val == c && !(c < 128 && strchr(run_nccl_optstring, c))) {
+			snprintf(buf, len, "--%s", lo->name);
+			return;
+		}
+	}
+	snprintf(buf, len, "-%c", c);
+}
+
 /* An integer option in [min, max], named as nccl-tests names it. */
 static int int_option(int c, const char *arg, uint32_t min, uint32_t max, uint32_t *out)
 {
-	char name[8], why[200];
+	char name[40], why[200];
 
-	snprintf(name, sizeof(name), "-%c", c);
+	option_name(c, name, sizeof(name));
 	if (cli_parse_u32(name, arg, min, max, out, why, sizeof(why)))
 		return bad("%s", why);
 	return 0;
@@ -271,6 +288,12 @@ int run_nccl_finish(struct run_opts *o)
 	if (n->gpus * n->threads > RUN_MAX_RANKS)
 		return bad("-g %u x -t %u = %u ranks per process: at most %u", n->gpus, n->threads,
 			   n->gpus * n->threads, RUN_MAX_RANKS);
+	o->ranks_per_proc = n->gpus * n->threads;
+	/* Each timed op's latency is kept: n x m of them per row. */
+	if ((uint64_t)n->iters * n->agg_iters > RUN_MAX_NCCL_OPS)
+		return bad("-n %u x -m %u = %llu timed operations per size: at most %u", n->iters,
+			   n->agg_iters, (unsigned long long)n->iters * n->agg_iters,
+			   RUN_MAX_NCCL_OPS);
 	o->ranks_per_proc = n->gpus * n->threads;
 	o->iters = n->iters * n->agg_iters;
 	o->check = n->check != 0;

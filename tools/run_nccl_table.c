@@ -64,7 +64,8 @@ static void print_variant(struct run_table *t, const struct run_opts *o, uint32_
 
 	run_row_of(o, ri, &r);
 	if (r.skipped) {
-		/* What nccl-tests prints for a variant it does not run. */
+		/* sendrecv in place: nccl-tests runs it, the library refuses
+		 * overlapping buffers; blank columns, not in the average. */
 		printf("                                ");
 		return;
 	}

@@ -43,7 +43,8 @@ struct run_rank {
 	/* Buffers of the current row (the coll registers send and recv). */
 	struct run_row row;
 	void *send, *recv;		/* the op's input and its result */
-	void *want, *tmp;		/* the expected result; one rank's input (to build it) */
+	void *want, *tmp;		/* the expected result; one rank's input (to build it):
+					 * local rank 0's only, the process builds it once */
 	size_t send_len, recv_len;	/* bytes */
 	uint64_t count;			/* the op's count (an allgather's: per rank) */
 	size_t esize;
@@ -77,12 +78,17 @@ void run_buffers_free(struct run_rank *rc);
  * saying "would need N GB, M GB available". */
 int run_memory_check(const struct run_rank *ranks, uint32_t n_local, uint32_t host_ranks);
 
-/* run_verify.c: each rank's inputs for iteration iter; the check of the
- * result (wrong elements, the first described in msg); where the
- * selftests' corruption hook flips a byte. */
+/* run_verify.c: each rank's inputs for iteration iter; rc's expected
+ * result into want (tmp: room for one rank's input), the same for every
+ * rank when run_expect_shared() (allgather, allreduce: built once per
+ * process); the check of the result against it (wrong elements, the
+ * first described in msg); where the selftests' corruption hook flips a
+ * byte. */
 void run_fill_inputs(struct run_rank *rc, uint64_t iter);
-uint64_t run_verify(const struct run_rank *rc, uint64_t iter, uint64_t size, char *msg,
-		    size_t len);
+bool run_expect_shared(const struct run_opts *o);
+void run_expect(const struct run_rank *rc, void *want, void *tmp, uint64_t iter);
+uint64_t run_verify(const struct run_rank *rc, const void *expected, uint64_t iter, uint64_t size,
+		    char *msg, size_t len);
 uint8_t *run_corrupt_byte(struct run_rank *rc);
 
 /*
@@ -113,7 +119,7 @@ int run_status_exit_nonusage(enum nproxy_status st);
 
 /* run_hooks.c: the selftests' hooks (each documented there). */
 char run_hang_hook(uint32_t rank, uint64_t op);
-int run_corrupt_hook(void);
+int run_corrupt_hook(uint32_t *row);
 int run_kill_hook(uint32_t *iter);
 
 #endif

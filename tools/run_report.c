@@ -93,6 +93,7 @@ static double quantile(const double *v, uint32_t n, double q)
 
 struct size_row {
 	uint64_t bytes;
+	uint64_t count;			/* the op's count (an allgather's: per rank) */
 	uint32_t iters;
 	double median_us, p99_us, min_us, max_us;
 	double algbw, busbw;		/* GB/s (1e9 bytes/s), not Gbit/s */
@@ -111,6 +112,7 @@ static void make_row(const struct run_opts *o, struct run_proc_record **recs, ui
 
 	memset(row, 0, sizeof(*row));
 	row->bytes = recs[0]->sizes[si].bytes;
+	row->count = recs[0]->sizes[si].count;
 	for (uint32_t p = 0; p < n_recs; p++) {
 		if (recs[p]->sizes[si].iters < iters)
 			iters = recs[p]->sizes[si].iters;
@@ -129,8 +131,8 @@ static void make_row(const struct run_opts *o, struct run_proc_record **recs, ui
 	}
 	for (uint32_t it = 0; it < iters; it++)
 		for (uint32_t p = 0; p < n_recs; p++)
-			if (recs[p]->lat_us[si * o->iters + it] > lat[it])
-				lat[it] = recs[p]->lat_us[si * o->iters + it];
+			if (recs[p]->lat_us[(size_t)si * o->iters + it] > lat[it])
+				lat[it] = recs[p]->lat_us[(size_t)si * o->iters + it];
 	qsort(lat, iters, sizeof(double), cmp_double);
 	row->median_us = quantile(lat, iters, 0.5);
 	row->p99_us = quantile(lat, iters, 0.99);
@@ -163,15 +165,18 @@ static const char *exit_name(int code)
 	}
 }
 
-/* The run's type and op (own mode has one each); only allreduce reduces. */
+/* The run's type and op (own mode has one each; nccl-tests mode's -d all
+ * and -o all say "all", each row says its own); only allreduce reduces. */
 static const char *data_type(const struct run_opts *o)
 {
-	return nproxy_dtype_name(o->dtypes[0]);
+	return o->nccl.dtype_all ? "all" : nproxy_dtype_name(o->dtypes[0]);
 }
 
 static const char *reduction_op(const struct run_opts *o)
 {
-	return o->coll == RUN_ALLREDUCE ? nproxy_redop_name(o->redops[0]) : "none";
+	if (o->coll != RUN_ALLREDUCE)
+		return "none";
+	return o->nccl.op_all ? "all" : nproxy_redop_name(o->redops[0]);
 }
 
 /* The loaded module's ABI, or 0 when there is no /dev/nproxy to ask. */
@@ -326,7 +331,8 @@ static void json_row(struct json_writer *w, const struct run_opts *o, uint32_t i
 	run_row_of(o, i, &r);
 	json_obj_begin(w, NULL);
 	json_u64(w, "bytes", row->bytes);
-	json_u64(w, "count", row->bytes / nproxy_dtype_size(r.dtype));
+	/* nccl-tests mode: the table's count (an allgather's per rank). */
+	json_u64(w, "count", o->nccl.on ? row->count : row->bytes / nproxy_dtype_size(r.dtype));
 	/* nccl-tests mode: what each row ran (own mode: the header says). */
 	if (o->nccl.on) {
 		json_str(w, "data_type", nproxy_dtype_name(r.dtype));

@@ -3,8 +3,9 @@
  * nproxy-run: the rows of a run.  A row is one (size, data type, op,
  * variant) to run warmup + timed iterations of; nproxy-run's own mode has
  * one type, one op and one variant, so its rows are its sizes.  nccl-tests
- * mode loops as nccl-tests does: every cycle (-N), every type (-d all),
- * every op (-o all), every size, out-of-place then in place.
+ * mode loops as nccl-tests does (its run() and TimeTest()): every type
+ * (-d all), every op (-o all), every cycle (-N), every size, out-of-place
+ * then in place.
  */
 #include <stdio.h>
 #include <string.h>
@@ -21,32 +22,41 @@ size_t run_record_size(const struct run_opts *o)
 int run_rows_init(struct run_opts *o)
 {
 	uint64_t per_cycle = (uint64_t)o->n_dtypes * o->n_redops * o->n_sizes * o->variants;
+	uint64_t room = RUN_MAX_LAT_SAMPLES / (o->iters ? o->iters : 1), rows;
 
 	if (!per_cycle)
 		return run_usage_error("nothing to run");
+	room = room < RUN_MAX_ROWS ? room : RUN_MAX_ROWS;
 	/* nccl-tests' -N 0 runs forever: here as many cycles as the record holds. */
 	if (!o->cycles)
-		o->cycles = per_cycle <= RUN_MAX_ROWS ? (uint32_t)(RUN_MAX_ROWS / per_cycle) : 1;
-	if (per_cycle * o->cycles > RUN_MAX_ROWS)
+		o->cycles = per_cycle <= room ? (uint32_t)(room / per_cycle) : 1;
+	rows = per_cycle * o->cycles;
+	if (rows > RUN_MAX_ROWS)
 		return run_usage_error("%llu result rows (cycles x types x ops x sizes x variants): at most %u",
-				       (unsigned long long)(per_cycle * o->cycles), RUN_MAX_ROWS);
-	o->n_rows = (uint32_t)(per_cycle * o->cycles);
+				       (unsigned long long)rows, RUN_MAX_ROWS);
+	/* Every timed op's latency is kept (for the median and p99). */
+	if (rows * o->iters > RUN_MAX_LAT_SAMPLES)
+		return run_usage_error("%llu result rows x %u timed iterations: a %.2f GB latency record per process, at most %.2f GB",
+				       (unsigned long long)rows, o->iters,
+				       rows * o->iters * sizeof(double) / 1e9,
+				       RUN_MAX_LAT_SAMPLES * sizeof(double) / 1e9);
+	o->n_rows = (uint32_t)rows;
 	return 0;
 }
 
 void run_row_of(const struct run_opts *o, uint32_t i, struct run_row *r)
 {
-	uint32_t v = i % o->variants, s, op, dt;
+	uint32_t v = i % o->variants, s, cycle, op;
 
 	i /= o->variants;
 	s = i % o->n_sizes;
 	i /= o->n_sizes;
+	cycle = i % o->cycles;
+	i /= o->cycles;
 	op = i % o->n_redops;
-	i /= o->n_redops;
-	dt = i % o->n_dtypes;
 	*r = (struct run_row){
-		.bytes = o->sizes[s], .dtype = o->dtypes[dt], .redop = o->redops[op],
-		.size_idx = s, .cycle = i / o->n_dtypes,
+		.bytes = o->sizes[s], .dtype = o->dtypes[i / o->n_redops], .redop = o->redops[op],
+		.size_idx = s, .cycle = cycle,
 		/* Own mode: allgather and allreduce in place, sendrecv apart (as always). */
 		.in_place = o->variants == 2 ? v == 1 : o->coll != RUN_SENDRECV,
 	};

@@ -13,6 +13,14 @@
 #include "run.h"
 
 static bool json_errors;
+static const char *prog = "nproxy-run";
+
+/* The name the hint tells to run with --help: as invoked in nccl-tests
+ * mode (nproxy_all_reduce_perf --help prints that mode's options). */
+void run_usage_error_prog(const char *name)
+{
+	prog = name;
+}
 
 /* "--json", "-j" or a bundle of flags holding j ("-qj"), before any "--". */
 void run_usage_error_scan(int argc, char **argv)
@@ -36,7 +44,7 @@ int run_usage_error(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "nproxy-run: %s\nTry 'nproxy-run --help'.\n", msg);
+	fprintf(stderr, "nproxy-run: %s\nTry '%s --help'.\n", msg, prog);
 	if (json_errors) {
 		struct json_writer w;
 

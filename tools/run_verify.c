@@ -41,8 +41,12 @@ void run_fill_inputs(struct run_rank *rc, uint64_t iter)
 	}
 }
 
-/* The whole expected result of this iteration into rc->want. */
-static void expect(const struct run_rank *rc, uint64_t iter)
+bool run_expect_shared(const struct run_opts *o)
+{
+	return o->coll != RUN_SENDRECV;
+}
+
+void run_expect(const struct run_rank *rc, void *want, void *tmp, uint64_t iter)
 {
 	size_t n = rc->count, es = rc->esize;
 	uint32_t prev = (rc->rank + rc->world - 1) % rc->world;
@@ -50,15 +54,14 @@ static void expect(const struct run_rank *rc, uint64_t iter)
 	switch (rc->o->coll) {
 	case RUN_ALLGATHER:
 		for (uint32_t r = 0; r < rc->world; r++)
-			run_dtype_expect_moved((char *)rc->want + r * n * es, rc->row.dtype, r, r * n, n,
+			run_dtype_expect_moved((char *)want + r * n * es, rc->row.dtype, r, r * n, n,
 					       iter);
 		break;
 	case RUN_ALLREDUCE:
-		run_dtype_expect_reduce(rc->want, rc->tmp, rc->row.dtype, rc->row.redop, rc->world, n,
-					iter);
+		run_dtype_expect_reduce(want, tmp, rc->row.dtype, rc->row.redop, rc->world, n, iter);
 		break;
 	case RUN_SENDRECV:
-		run_dtype_expect_moved(rc->want, rc->row.dtype, prev, 0, n, iter);
+		run_dtype_expect_moved(want, rc->row.dtype, prev, 0, n, iter);
 		break;
 	}
 }
@@ -75,23 +78,22 @@ static size_t owner(const struct run_rank *rc, size_t e)
 	return per ? e / per : 0;
 }
 
-uint64_t run_verify(const struct run_rank *rc, uint64_t iter, uint64_t size, char *msg,
-		    size_t len)
+uint64_t run_verify(const struct run_rank *rc, const void *expected, uint64_t iter, uint64_t size,
+		    char *msg, size_t len)
 {
 	size_t total = rc->recv_len / rc->esize, e, es = rc->esize;
 	uint64_t bad, got = 0, want = 0;
 
 	if (!total)
 		return 0;
-	expect(rc, iter);
-	bad = run_dtype_count_wrong(rc->recv, rc->want, total, rc->row.dtype, kind(rc));
+	bad = run_dtype_count_wrong(rc->recv, expected, total, rc->row.dtype, kind(rc));
 	if (!bad)
 		return 0;
-	e = run_dtype_first_wrong(rc->recv, rc->want, total, rc->row.dtype);
+	e = run_dtype_first_wrong(rc->recv, expected, total, rc->row.dtype);
 	if (e == total)
 		e = 0;
 	memcpy(&got, (const char *)rc->recv + e * es, es);
-	memcpy(&want, (const char *)rc->want + e * es, es);
+	memcpy(&want, (const char *)expected + e * es, es);
 	snprintf(msg, len,
 		 "rank %u: %s %" PRIu64 " B iteration %" PRIu64 ": verification error at byte %zu (chunk of rank %zu): got 0x%0*" PRIx64 ", expected 0x%0*" PRIx64 "%s%s%s%s",
 		 rc->rank, run_coll_name(rc->o->coll), size, iter, e * es, owner(rc, e),

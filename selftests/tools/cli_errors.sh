@@ -50,6 +50,16 @@ expect "run: -s with -b" 2 "-s and -b/-e/-f both give the sizes" "$RUN" -s 4K -b
 expect "run: -f 1" 2 "--stepfactor: '1'" "$RUN" -b 1K -e 4K -f 1
 expect "run: -e below -b" 2 "minimum 4096 B is above its maximum 1024 B" "$RUN" -b 4K -e 1K
 expect "run: -b 1G" 2 "--minbytes: '1G' is not a size of at most 256M" "$RUN" -b 1G
+# nccl-tests mode: a long-only option by its name, the hint by the invoked name.
+AR=$BUILD/bin/nproxy_all_reduce_perf
+expect "nccl-tests mode: --procs 0 named" 2 "^nproxy-run: --procs: '0' is not 1\\.\\.64\$" "$AR" --procs 0
+expect "nccl-tests mode: -g 0 named" 2 "^nproxy-run: -g: '0' is not 1\\.\\.64\$" "$AR" -g 0
+expect "nccl-tests mode: the hint names the program run" 2 "^Try 'nproxy_all_reduce_perf --help'\\.\$" "$AR" --procs 0
+# Every timed op's latency is kept: -n x -m and the record are bounded.
+expect "nccl-tests mode: -n x -m above 1000000" 2 "-n 100000 x -m 11 = 1100000 timed operations per size: at most 1000000" "$AR" -n 100000 -m 11
+expect "nccl-tests mode: a latency record too large" 2 "100 result rows x 1000000 timed iterations: a 0.80 GB latency record per process, at most 0.54 GB" \
+	"$AR" -n 100000 -m 10 -d all -o all
+expect "own mode: the hint names nproxy-run" 2 "^Try 'nproxy-run --help'\\.\$" "$RUN" --procs 0
 if [[ ! -e /dev/nproxy ]]; then
 	expect "run: --handshake kmod without the module, in the user's terms" 5 \
 		"^nproxy-run: --handshake kmod: /dev/nproxy does not exist: the nproxy module is not loaded" \

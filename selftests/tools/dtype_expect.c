@@ -1,18 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * nproxy-run's expected results (tools/run_dtype.c) against a computation
- * of our own, for 3 ranks (an odd count: avg does not divide evenly, one
- * rank of three gives prod its factor): for every type, sum, prod, max and
- * min are the exact result of the inputs (integers wrapped to the type),
- * avg the sum divided by 3 in the type (integers truncated) or within the
- * type's rounding of the true quotient.
+ * of our own, for 2, 3 (an odd count: avg does not divide evenly) and 64
+ * ranks (the most): for every type, sum, prod, max and min are the exact
+ * result of the inputs (integers wrapped to the type), avg the sum divided
+ * by the rank count in the type (integers truncated) or within the type's
+ * rounding of the true quotient.  And no op can stand in for another: on
+ * each op's inputs every other op gives a result that fails the check in
+ * at least one element (a library swapping two ops cannot pass).
  */
 #include <math.h>
 #include <string.h>
 #include "kselftest_harness.h"
 #include "run_rank.h"
 
-#define W	3
+#define MAX_W	64
 #define N	96
 #define ITER	7
 
@@ -69,12 +71,13 @@ static uint64_t mask(enum nproxy_dtype dt)
 }
 
 /* Our own integer result of element i over the W inputs. */
-static uint64_t int_result(void *in[W], size_t i, enum nproxy_dtype dt, enum nproxy_redop op)
+static uint64_t int_result(void *in[], uint32_t W, size_t i, enum nproxy_dtype dt,
+			   enum nproxy_redop op)
 {
 	uint64_t acc = op == NPROXY_PROD ? 1 : 0;
 	int64_t best = as_int(in[0], i, dt);
 
-	for (int r = 0; r < W; r++) {
+	for (uint32_t r = 0; r < W; r++) {
 		int64_t v = as_int(in[r], i, dt);
 		uint64_t uv = (uint64_t)v & mask(dt), ub = (uint64_t)best & mask(dt);
 		bool lt = signed_int(dt) ? v < best : uv < ub, gt = signed_int(dt) ? v > best : uv > ub;
@@ -100,11 +103,12 @@ static uint64_t int_result(void *in[W], size_t i, enum nproxy_dtype dt, enum npr
 	return acc & mask(dt);
 }
 
-static double float_result(void *in[W], size_t i, enum nproxy_dtype dt, enum nproxy_redop op)
+static double float_result(void *in[], uint32_t W, size_t i, enum nproxy_dtype dt,
+			   enum nproxy_redop op)
 {
 	double acc = op == NPROXY_PROD ? 1 : 0, best = as_double(in[0], i, dt);
 
-	for (int r = 0; r < W; r++) {
+	for (uint32_t r = 0; r < W; r++) {
 		double v = as_double(in[r], i, dt);
 
 		acc = op == NPROXY_PROD ? acc * v : acc + v;
@@ -115,46 +119,105 @@ static double float_result(void *in[W], size_t i, enum nproxy_dtype dt, enum npr
 	return op == NPROXY_AVG ? acc / W : acc;
 }
 
-TEST(expectations_on_three_ranks)
+static const double rel[NPROXY_DTYPE_COUNT] = {
+	[NPROXY_FLOAT16] = 0x1p-11, [NPROXY_BFLOAT16] = 0x1p-8,
+	[NPROXY_FLOAT32] = 0x1p-24, [NPROXY_FLOAT64] = 0x1p-53,
+};
+static const uint32_t worlds[] = { 2, 3, MAX_W };
+static uint64_t bufs[MAX_W + 2][N];
+
+/* Every rank's inputs for op into in[], the expected result into bufs[W]. */
+static void *expect(void *in[], uint32_t W, enum nproxy_dtype dt, enum nproxy_redop op)
 {
-	static const double rel[NPROXY_DTYPE_COUNT] = {
-		[NPROXY_FLOAT16] = 0x1p-11, [NPROXY_BFLOAT16] = 0x1p-8,
-		[NPROXY_FLOAT32] = 0x1p-24, [NPROXY_FLOAT64] = 0x1p-53,
-	};
-	static uint64_t bufs[W + 2][N];
-	void *in[W] = { bufs[0], bufs[1], bufs[2] };
+	for (uint32_t r = 0; r < W; r++) {
+		in[r] = bufs[r];
+		run_dtype_fill(in[r], dt, op, r, W, 0, N, ITER);
+	}
+	run_dtype_expect_reduce(bufs[W], bufs[W + 1], dt, op, W, N, ITER);
+	return bufs[W];
+}
 
-	for (int dt = 0; dt < NPROXY_DTYPE_COUNT; dt++) {
-		for (int op = 0; op < NPROXY_REDOP_COUNT; op++) {
-			bool nonzero = false;
+TEST(expectations)
+{
+	void *in[MAX_W];
 
-			for (uint32_t r = 0; r < W; r++)
-				run_dtype_fill(in[r], dt, op, r, W, 0, N, ITER);
-			run_dtype_expect_reduce(bufs[W], bufs[W + 1], dt, op, W, N, ITER);
-			for (size_t i = 0; i < N; i++) {
-				if (floating(dt)) {
-					double want = float_result(in, i, dt, op);
-					double got = as_double(bufs[W], i, dt);
+	for (size_t wi = 0; wi < sizeof(worlds) / sizeof(worlds[0]); wi++) {
+		uint32_t W = worlds[wi];
 
-					ASSERT_TRUE(fabs(got - want) <= rel[dt] * fabs(want))
-						TH_LOG("%s %s element %zu: %g, want %g",
-						       nproxy_dtype_name(dt), nproxy_redop_name(op), i,
-						       got, want);
-					nonzero |= got != 0 && got != 1;
-				} else {
-					uint64_t want = int_result(in, i, dt, op);
-					uint64_t got = (uint64_t)as_int(bufs[W], i, dt) & mask(dt);
+		for (int dt = 0; dt < NPROXY_DTYPE_COUNT; dt++) {
+			for (int op = 0; op < NPROXY_REDOP_COUNT; op++) {
+				bool nonzero = false;
+				void *want = expect(in, W, dt, op);
 
-					ASSERT_EQ(want, got)
-						TH_LOG("%s %s element %zu", nproxy_dtype_name(dt),
-						       nproxy_redop_name(op), i);
-					nonzero |= got > 1;
+				for (size_t i = 0; i < N; i++) {
+					if (floating(dt)) {
+						double w = float_result(in, W, i, dt, op);
+						double got = as_double(want, i, dt);
+
+						ASSERT_TRUE(fabs(got - w) <= rel[dt] * fabs(w))
+							TH_LOG("W %u %s %s element %zu: %g, want %g", W,
+							       nproxy_dtype_name(dt),
+							       nproxy_redop_name(op), i, got, w);
+						nonzero |= got != 0 && got != 1;
+					} else {
+						uint64_t w = int_result(in, W, i, dt, op);
+						uint64_t got = (uint64_t)as_int(want, i, dt) & mask(dt);
+
+						ASSERT_EQ(w, got)
+							TH_LOG("W %u %s %s element %zu", W,
+							       nproxy_dtype_name(dt),
+							       nproxy_redop_name(op), i);
+					}
+				}
+				/* Not a trivial check: avg gives fractions, prod 4..9. */
+				if (floating(dt) && op != NPROXY_SUM)
+					ASSERT_TRUE(nonzero)
+						TH_LOG("W %u %s %s: only 0 and 1", W,
+						       nproxy_dtype_name(dt), nproxy_redop_name(op));
+			}
+		}
+	}
+}
+
+/* Whether `other` over op's inputs fails op's check in some element. */
+static bool caught(void *in[], uint32_t W, const void *want, enum nproxy_dtype dt,
+		   enum nproxy_redop other)
+{
+	for (size_t i = 0; i < N; i++) {
+		if (floating(dt)) {
+			double w = as_double(want, i, dt), got = float_result(in, W, i, dt, other);
+
+			/* Beyond the avg tolerance: even the loosest check fails. */
+			if (!(fabs(got - w) <= 2 * rel[dt] * fabs(w)))
+				return true;
+		} else if (int_result(in, W, i, dt, other) !=
+			   ((uint64_t)as_int(want, i, dt) & mask(dt))) {
+			return true;
+		}
+	}
+	return false;
+}
+
+TEST(no_op_passes_for_another)
+{
+	void *in[MAX_W];
+
+	for (size_t wi = 0; wi < sizeof(worlds) / sizeof(worlds[0]); wi++) {
+		uint32_t W = worlds[wi];
+
+		for (int dt = 0; dt < NPROXY_DTYPE_COUNT; dt++) {
+			for (int op = 0; op < NPROXY_REDOP_COUNT; op++) {
+				void *want = expect(in, W, dt, op);
+
+				for (int other = 0; other < NPROXY_REDOP_COUNT; other++) {
+					if (other == op)
+						continue;
+					ASSERT_TRUE(caught(in, W, want, dt, other))
+						TH_LOG("W %u %s: %s passes for %s", W,
+						       nproxy_dtype_name(dt), nproxy_redop_name(other),
+						       nproxy_redop_name(op));
 				}
 			}
-			/* Not a trivial check: avg gives 1/3 and 2/3, prod 2 and 3. */
-			if (floating(dt) && op != NPROXY_SUM)
-				ASSERT_TRUE(nonzero) TH_LOG("%s %s: only 0 and 1", nproxy_dtype_name(dt),
-							    nproxy_redop_name(op));
 		}
 	}
 }

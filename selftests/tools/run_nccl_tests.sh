@@ -7,16 +7,17 @@
 # nccl-tests' options, sizes and table (the header and row widths are
 # nccl-tests' printf formats, src/util.cu); every type and op verifies,
 # also for an odd rank count; -c 0 checks nothing (N/A); a corrupted
-# element is counted in #wrong and exits 1 as a wrong result does; a bad
-# -d or -o names the valid values.  nproxy-run's own mode takes --dtype
+# element (out-of-place, in place, allgather) is counted in #wrong and
+# exits 1 as a wrong result does; -N cycles go inside type and op; --json
+# counts as the table; a bad -d or -o names the valid values.  nproxy-run's own mode takes --dtype
 # and --op.
 . "${NPROXY_TOP:-${NPROXY_BUILD:-$(dirname "$0")/../..}/..}/scripts/tap.sh"
 tap_use_build nproxy-run
-tap_require_cmd timeout
+tap_require_cmd python3 timeout
 
 tap_tmpdir
 export NPROXY_HANDSHAKE=memfd
-tap_plan 9
+tap_plan 13
 AR=$BUILD/bin/nproxy_all_reduce_perf
 AG=$BUILD/bin/nproxy_all_gather_perf
 SR=$BUILD/bin/nproxy_sendrecv_perf
@@ -76,6 +77,20 @@ for g in 2 3; do
 	fi
 done
 
+# ---- -N 2 -d all: nccl-tests' order, type, op, cycle, size
+want=
+for t in int8 uint8 int32 uint32 int64 uint64 half float double bfloat16; do
+	want+="$t:1024 $t:2048 $t:1024 $t:2048 "
+done
+out=$(run "$AR" -b 1K -e 2K -f 2 -g 2 -N 2 -d all -n 1 -w 0)
+rc=$?
+got=$(rows "$out" | awk '{ printf "%s:%s ", $3, $1 }')
+if ((rc == 0)) && [[ $got == "$want" ]]; then
+	tap_ok "-N 2 -d all: rows type by type, then cycle, then size"
+else
+	tap_fail "-N 2 -d all: rows type by type, then cycle, then size" "exit $rc" "got:  $got" "want: $want"
+fi
+
 # ---- -c 0: nothing checked
 out=$(run "$AR" -b 1K -e 4K -f 2 -g 2 -c 0 -n 2)
 rc=$?
@@ -87,12 +102,28 @@ else
 fi
 
 # ---- nccl-tests' sizes for -b 8 -e 64 -f 2 (allgather: a part is 16 B)
-ar=$(rows "$(run "$AR" -b 8 -e 64 -f 2 -g 2 -n 1)" | awk '{ printf "%s:%s ", $1, $2 }')
-ag=$(rows "$(run "$AG" -b 8 -e 64 -f 2 -g 2 -n 1)" | awk '{ printf "%s:%s ", $1, $2 }')
-if [[ $ar == "8:2 16:4 32:8 64:16 " && $ag == "0:0 0:0 32:4 64:8 " ]]; then
+out=$(run "$AR" -b 8 -e 64 -f 2 -g 2 -n 1)
+rc1=$?
+ar=$(rows "$out" | awk '{ printf "%s:%s ", $1, $2 }')
+out=$(run "$AG" -b 8 -e 64 -f 2 -g 2 -n 1)
+rc2=$?
+ag=$(rows "$out" | awk '{ printf "%s:%s ", $1, $2 }')
+if ((rc1 == 0 && rc2 == 0)) && [[ $ar == "8:2 16:4 32:8 64:16 " && $ag == "0:0 0:0 32:4 64:8 " ]]; then
 	tap_ok "-b 8 -e 64 -f 2: nccl-tests' sizes and counts"
 else
-	tap_fail "-b 8 -e 64 -f 2: nccl-tests' sizes and counts" "all_reduce: $ar" "all_gather: $ag"
+	tap_fail "-b 8 -e 64 -f 2: nccl-tests' sizes and counts" "exit $rc1 / $rc2" "all_reduce: $ar" "all_gather: $ag"
+fi
+
+# ---- --json: the table's count (an allgather's per rank); -d/-o all say "all"
+tab=$(rows "$(run "$AG" -g 2 -b 1K -e 1K -n 1)" | awk '{ print $2 }')
+js=$(run "$AG" -g 2 -b 1K -e 1K -n 1 --json)
+js_count=$(python3 -c 'import json,sys; d=json.load(sys.stdin); print(*sorted({r["count"] for r in d["results"]}))' <<<"$js" 2>&1)
+js2=$(run "$AR" -g 2 -b 1K -e 1K -n 1 -d all -o all --json)
+job=$(python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["data_type"], d["reduction_op"], len(d["results"]))' <<<"$js2" 2>&1)
+if [[ $tab == 128 && $js_count == 128 && $job == "all all 100" ]]; then
+	tap_ok "--json: allgather count as the table's; -d all -o all: data_type and reduction_op all"
+else
+	tap_fail "--json count and job type/op" "table: $tab" "json: $js_count" "job: $job"
 fi
 
 # ---- a corrupted element: counted in #wrong, exit 1
@@ -104,6 +135,28 @@ if ((rc == 1)) && rows "$out" | grep -Eq '^ +1024 +512 +half +avg +-1 +[^ ]+ +[^
 	tap_ok "a corrupted element: #wrong 1, FAILED, exit 1"
 else
 	tap_fail "a corrupted element: #wrong 1, FAILED, exit 1" "exit $rc" "$out"
+fi
+
+# ---- an in-place result corrupted (row 1: the first size in place) is caught
+out=$(NPROXY_RUN_CORRUPT=1:1 run "$AR" -b 1K -e 1K -g 2 -n 2)
+rc=$?
+if ((rc == 1)) && (($(rows "$out" | awk '$9 == 0 && $13 == 1' | wc -l) == 1)) &&
+	grep -qx "# Out of bounds values : 1 FAILED" <<<"$out" &&
+	grep -q "nproxy-run: rank 1: allreduce 1024 B iteration [0-9]*: verification error .*(float, in place)" <<<"$out"; then
+	tap_ok "an in-place corruption: in-place #wrong 1, out-of-place 0, exit 1"
+else
+	tap_fail "an in-place corruption" "exit $rc" "$out"
+fi
+
+# ---- an allgather's corrupted element (another rank's part)
+out=$(NPROXY_RUN_CORRUPT=0 run "$AG" -b 1K -e 1K -g 2 -n 2)
+rc=$?
+if ((rc == 1)) && (($(rows "$out" | awk '$9 == 1 && $13 == 0' | wc -l) == 1)) &&
+	grep -qx "# Out of bounds values : 1 FAILED" <<<"$out" &&
+	grep -q "nproxy-run: rank 0: allgather 1024 B iteration [0-9]*: verification error .*(chunk of rank 1)" <<<"$out"; then
+	tap_ok "an allgather corruption: #wrong 1, FAILED, exit 1"
+else
+	tap_fail "an allgather corruption" "exit $rc" "$out"
 fi
 
 # ---- a type or op that does not exist
