@@ -168,44 +168,26 @@ TEST(network_task_holds_until_the_trigger_then_runs_the_block)
  */
 TEST(device_program_triggers_the_task_and_sees_its_completion)
 {
-	struct nproxy_hs_opts ho = { .size = sizeof(ho), .backend = NPROXY_HS_AUTO,
-				     .n_streams = 1, .n_sems = 4 };
-	struct nproxy_prog_step prog[3];
+	struct nproxy_prog_step prog[3] = {
+		{ .op = NPROXY_STEP_DELAY, .timeout_ns = 20000000 },
+	};
 	struct nproxy_loopback_fabric *f;
 	struct nproxy_prog_result res;
-	struct nproxy_comm_opts o;
 	struct nproxy_cc_op op;
 	struct nproxy_comm *c;
 	struct nproxy_hs *hs;
 	struct lb_rank r;
 	uint64_t ctx;
 
-	if (nproxy_hs_open(&ho, &hs) != NPROXY_SUCCESS)
+	if (hs_open_auto(&hs) != NPROXY_SUCCESS)
 		SKIP(return, "no handshake backend available");
 	TH_LOG("handshake backend: %s", nproxy_hs_backend_name(nproxy_hs_backend_of(hs)));
 	ASSERT_EQ(SENTINEL, nproxy_trigger_load(nproxy_hs_trigger(hs, 0)));
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_loopback_fabric_create(1, &f));
-	ASSERT_EQ(0, lb_rank_setup(&r, f, 0, 0, 48));
-	o = comm_opts(0, 1, 0, 1, NPROXY_COMM_F_DEVICE_WAIT, r.lb);
-	o.hs = hs;
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
-	op = lb_rank_op(&r);
-	op.trigger_words[0] = NULL;	/* from the comm's region */
-	op.dev.sems = NULL;
-	op.dev.n_sems = 0;
-	r.ops[1].post_sem = 2;
+	ASSERT_ST(NPROXY_SUCCESS, hs_comm_open(hs, &f, &r, &c));
+	op = hs_comm_op(&r);
 	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 1, &ctx));
 
-	memset(prog, 0, sizeof(prog));
-	prog[0].op = NPROXY_STEP_DELAY;
-	prog[0].timeout_ns = 20000000;
-	prog[1].op = NPROXY_STEP_WRITE_TRIGGER;
-	prog[1].index = 0;
-	prog[1].value = 1;
-	prog[2].op = NPROXY_STEP_WAIT_SEM;
-	prog[2].index = 2;
-	prog[2].value = 1;
-	prog[2].timeout_ns = 10000000000ull;
+	prog_trigger_then_wait(&prog[1], 2, 10000000000ull);
 	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(hs, prog, 3, NULL));
 	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c, ctx, NPROXY_TASK_NETWORK, 10000));
 	EXPECT_ST(NPROXY_SUCCESS, nproxy_hs_wait(hs, 10000, &res));

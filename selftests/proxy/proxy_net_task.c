@@ -85,6 +85,18 @@ static void teardown(struct fixture_state *s)
 	nproxy_loopback_fabric_destroy(s->f);
 }
 
+/* Enqueue op as one task, expect its network part to end with want; the seam's counters after. */
+static void run_task(struct __test_metadata *_metadata, struct fixture_state *s,
+		     struct nproxy_cc_op *op, enum nproxy_status want,
+		     struct nproxy_loopback_counters *lc)
+{
+	uint64_t ctx;
+
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(s->c, op, 1, &ctx));
+	ASSERT_ST(want, nproxy_wait_status(s->c, ctx, NPROXY_TASK_NETWORK, 10000));
+	nproxy_loopback_counters(s->r.lb, lc);
+}
+
 TEST(every_block_is_started_then_stopped_in_order_once_drained)
 {
 	struct nproxy_fifo_set blocks0[3], blocks1[2];
@@ -92,7 +104,6 @@ TEST(every_block_is_started_then_stopped_in_order_once_drained)
 	struct fixture_state s;
 	struct nproxy_cc_op op;
 	uint32_t next_bb[2] = { 0, 0 }, stopped[2] = { 0, 0 };
-	uint64_t ctx;
 	int i, started = 0;
 
 	ASSERT_EQ(0, setup(&s, 0, true));
@@ -107,10 +118,7 @@ TEST(every_block_is_started_then_stopped_in_order_once_drained)
 	op.streams[0].n_blocks = 3;
 	op.streams[1].blocks = blocks1;
 	op.streams[1].n_blocks = 2;
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(s.c, &op, 1, &ctx));
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_wait_status(s.c, ctx, NPROXY_TASK_NETWORK, 10000));
-
-	nproxy_loopback_counters(s.r.lb, &lc);
+	run_task(_metadata, &s, &op, NPROXY_SUCCESS, &lc);
 	EXPECT_EQ(5u, lc.starts);
 	EXPECT_EQ(5u, lc.stops);
 	EXPECT_EQ(0u, lc.blocks_live);
@@ -146,13 +154,10 @@ TEST(skip_policy_completes_without_touching_the_seam)
 	struct nproxy_loopback_counters lc;
 	struct fixture_state s;
 	struct nproxy_cc_op op;
-	uint64_t ctx;
 
 	ASSERT_EQ(0, setup(&s, NPROXY_COMM_F_SKIP_NET, false));
 	op = lb_rank_op(&s.r);
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(s.c, &op, 1, &ctx));
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_wait_status(s.c, ctx, NPROXY_TASK_NETWORK, 10000));
-	nproxy_loopback_counters(s.r.lb, &lc);
+	run_task(_metadata, &s, &op, NPROXY_SUCCESS, &lc);
 	EXPECT_EQ(0u, lc.starts);
 	EXPECT_EQ(0u, lc.progresses);
 	EXPECT_EQ(0u, lc.stops);
@@ -166,7 +171,6 @@ TEST(start_failure_ends_the_task_and_stops_the_started_blocks)
 	struct nproxy_fifo_set blocks[2];
 	struct fixture_state s;
 	struct nproxy_cc_op op;
-	uint64_t ctx;
 
 	ASSERT_EQ(0, setup(&s, 0, false));
 	blocks[0] = s.r.fs;
@@ -179,11 +183,9 @@ TEST(start_failure_ends_the_task_and_stops_the_started_blocks)
 	op.streams[0].blocks = blocks;
 	op.streams[0].n_blocks = 2;
 	capture_start();
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(s.c, &op, 1, &ctx));
-	EXPECT_ST(NPROXY_INVALID, nproxy_wait_status(s.c, ctx, NPROXY_TASK_NETWORK, 10000));
+	run_task(_metadata, &s, &op, NPROXY_INVALID, &lc);
 	EXPECT_EQ(1, capture_count("[nec_dev 0] failed to start network proxy ret:2", 0));
 	capture_stop();
-	nproxy_loopback_counters(s.r.lb, &lc);
 	EXPECT_EQ(2u, lc.starts);
 	EXPECT_EQ(1u, lc.stops);		/* block 0 was started, so it is stopped */
 	EXPECT_EQ(0u, lc.blocks_live);
@@ -196,17 +198,14 @@ TEST(progress_error_ends_the_task_with_that_status)
 	struct nproxy_loopback_counters lc;
 	struct fixture_state s;
 	struct nproxy_cc_op op;
-	uint64_t ctx;
 
 	ASSERT_EQ(0, setup(&s, 0, false));
 	nproxy_loopback_stall(s.r.lb, 5);			/* IDLE first ... */
 	nproxy_loopback_fail_next_progress(s.r.lb, NPROXY_PEER_DEAD);	/* ... then fail */
 	op = lb_rank_op(&s.r);
 	capture_start();
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(s.c, &op, 1, &ctx));
-	EXPECT_ST(NPROXY_PEER_DEAD, nproxy_wait_status(s.c, ctx, NPROXY_TASK_NETWORK, 10000));
+	run_task(_metadata, &s, &op, NPROXY_PEER_DEAD, &lc);
 	capture_stop();
-	nproxy_loopback_counters(s.r.lb, &lc);
 	EXPECT_EQ(0u, lc.blocks_live);
 	EXPECT_EQ(0u, lc.ops_completed);
 	EXPECT_EQ(0u, lc.misuse);
@@ -220,7 +219,6 @@ TEST(stop_error_ends_the_task_with_that_status)
 	struct nproxy_fifo_set blocks[2];
 	struct fixture_state s;
 	struct nproxy_cc_op op;
-	uint64_t ctx;
 	int i, progressed_after = 0;
 
 	ASSERT_EQ(0, setup(&s, 0, true));
@@ -232,8 +230,7 @@ TEST(stop_error_ends_the_task_with_that_status)
 	fail_stop_status = NPROXY_NET_ERROR;
 	fail_stop_bb = 0;
 	capture_start();
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(s.c, &op, 1, &ctx));
-	EXPECT_ST(NPROXY_NET_ERROR, nproxy_wait_status(s.c, ctx, NPROXY_TASK_NETWORK, 10000));
+	run_task(_metadata, &s, &op, NPROXY_NET_ERROR, &lc);
 	EXPECT_EQ(1, capture_count("network proxy stop returns", 0));
 	capture_stop();
 	/* Block 1 is never progressed once block 0's stop failed. */
@@ -241,7 +238,6 @@ TEST(stop_error_ends_the_task_with_that_status)
 		if (calls[i].kind == 'P' && calls[i].bb == 1)
 			progressed_after++;
 	EXPECT_EQ(0, progressed_after);
-	nproxy_loopback_counters(s.r.lb, &lc);
 	EXPECT_EQ(0u, lc.blocks_live);
 	fail_stop_status = NPROXY_SUCCESS;
 	teardown(&s);

@@ -29,31 +29,24 @@ static const volatile struct nproxy_proxy_task *net_slot(const volatile struct n
 
 TEST(published_state_follows_the_task)
 {
-	struct nproxy_hs_opts ho = { .size = sizeof(ho), .backend = NPROXY_HS_AUTO,
-				     .n_streams = 1, .n_sems = 4 };
 	const volatile struct nproxy_proxy_task *slot;
 	const volatile struct nproxy_proxy_state *ps;
 	struct nproxy_prog_step prog[3];
 	struct nproxy_loopback_fabric *f;
 	struct nproxy_prog_result res;
-	struct nproxy_comm_opts o;
 	struct nproxy_cc_op op;
 	struct nproxy_comm *c;
 	struct nproxy_hs *hs;
 	struct lb_rank r;
 	uint64_t ctx;
 
-	if (nproxy_hs_open(&ho, &hs) != NPROXY_SUCCESS)
+	if (hs_open_auto(&hs) != NPROXY_SUCCESS)
 		SKIP(return, "no handshake backend available");
 	TH_LOG("handshake backend: %s", nproxy_hs_backend_name(nproxy_hs_backend_of(hs)));
 	ps = hs->proxy_state;
 	ASSERT_NE(NULL, ps);
 	EXPECT_EQ(0u, LOAD(ps->magic));	/* no comm yet */
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_loopback_fabric_create(1, &f));
-	ASSERT_EQ(0, lb_rank_setup(&r, f, 0, 0, 48));
-	o = comm_opts(0, 1, 0, 1, NPROXY_COMM_F_DEVICE_WAIT, r.lb);
-	o.hs = hs;
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
+	ASSERT_ST(NPROXY_SUCCESS, hs_comm_open(hs, &f, &r, &c));
 	EXPECT_EQ(NPROXY_PROXY_STATE_MAGIC, LOAD(ps->magic));
 	EXPECT_EQ((uint32_t)NPROXY_PROXY_STATE_VERSION, LOAD(ps->version));
 	EXPECT_EQ((uint32_t)sizeof(struct nproxy_proxy_state), LOAD(ps->size));
@@ -66,13 +59,9 @@ TEST(published_state_follows_the_task)
 			       LOAD(ps->worker_tid) > 0, 10000));
 
 	/* The device waits on sem 3 before it triggers: the task must wait too. */
-	memset(prog, 0, sizeof(prog));
 	prog[0] = (struct nproxy_prog_step){ .op = NPROXY_STEP_WAIT_SEM, .index = 3, .value = 1,
 					     .timeout_ns = 20000000000ull };
-	prog[1] = (struct nproxy_prog_step){ .op = NPROXY_STEP_WRITE_TRIGGER, .index = 0,
-					     .value = 1 };
-	prog[2] = (struct nproxy_prog_step){ .op = NPROXY_STEP_WAIT_SEM, .index = 2, .value = 1,
-					     .timeout_ns = 20000000000ull };
+	prog_trigger_then_wait(&prog[1], 2, 20000000000ull);
 	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(hs, prog, 3, NULL));
 	EXPECT_EQ(3u, LOAD(ps->prog_n_steps));
 	EXPECT_EQ(1u, LOAD(ps->prog_seq));
@@ -80,11 +69,7 @@ TEST(published_state_follows_the_task)
 	EXPECT_EQ(3u, LOAD(ps->prog[0].index));
 	EXPECT_EQ(0u, LOAD(ps->prog_seqlock) & 1);
 
-	op = lb_rank_op(&r);
-	op.trigger_words[0] = NULL;	/* from the comm's region */
-	op.dev.sems = NULL;
-	op.dev.n_sems = 0;
-	r.ops[1].post_sem = 2;
+	op = hs_comm_op(&r);
 	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 7, &ctx));
 	EXPECT_EQ(1u, LOAD(ps->ops_enqueued));
 	EXPECT_EQ(2u, LOAD(ps->next_slot));	/* network + barrier */

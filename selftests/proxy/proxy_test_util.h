@@ -238,4 +238,53 @@ static inline int lb_rank_got(const struct lb_rank *r, uint32_t peer, uint32_t l
 	return 1;
 }
 
+/* Handshake pages on the automatic backend (memfd on the host, the module's in the VM). */
+static inline enum nproxy_status hs_open_auto(struct nproxy_hs **hs)
+{
+	struct nproxy_hs_opts ho = { .size = sizeof(ho), .backend = NPROXY_HS_AUTO,
+				     .n_streams = 1, .n_sems = 4 };
+
+	return nproxy_hs_open(&ho, hs);
+}
+
+/*
+ * A one-rank comm on a new loopback fabric *f that waits for the device on
+ * hs; r exchanges 48 bytes with itself.
+ */
+static inline enum nproxy_status hs_comm_open(struct nproxy_hs *hs, struct nproxy_loopback_fabric **f,
+					      struct lb_rank *r, struct nproxy_comm **c)
+{
+	struct nproxy_comm_opts o;
+	enum nproxy_status st = nproxy_loopback_fabric_create(1, f);
+
+	if (st != NPROXY_SUCCESS)
+		return st;
+	if (lb_rank_setup(r, *f, 0, 0, 48))
+		return NPROXY_FAILURE;
+	o = comm_opts(0, 1, 0, 1, NPROXY_COMM_F_DEVICE_WAIT, r->lb);
+	o.hs = hs;
+	return nproxy_comm_open(&o, c);
+}
+
+/* r's op with the comm region's trigger words and semaphores; the recv posts sem 2. */
+static inline struct nproxy_cc_op hs_comm_op(struct lb_rank *r)
+{
+	struct nproxy_cc_op op = lb_rank_op(r);
+
+	op.trigger_words[0] = NULL;
+	op.dev.sems = NULL;
+	op.dev.n_sems = 0;
+	r->ops[1].post_sem = 2;
+	return op;
+}
+
+/* Device program steps from 'at': write trigger 0, then wait for semaphore sem to reach 1. */
+static inline void prog_trigger_then_wait(struct nproxy_prog_step *at, uint32_t sem,
+					  uint64_t timeout_ns)
+{
+	at[0] = (struct nproxy_prog_step){ .op = NPROXY_STEP_WRITE_TRIGGER, .index = 0, .value = 1 };
+	at[1] = (struct nproxy_prog_step){ .op = NPROXY_STEP_WAIT_SEM, .index = sem, .value = 1,
+					   .timeout_ns = timeout_ns };
+}
+
 #endif
