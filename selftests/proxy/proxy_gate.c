@@ -171,34 +171,28 @@ TEST(device_program_triggers_the_task_and_sees_its_completion)
 	struct nproxy_prog_step prog[3] = {
 		{ .op = NPROXY_STEP_DELAY, .timeout_ns = 20000000 },
 	};
-	struct nproxy_loopback_fabric *f;
 	struct nproxy_prog_result res;
 	struct nproxy_cc_op op;
-	struct nproxy_comm *c;
-	struct nproxy_hs *hs;
-	struct lb_rank r;
-	uint64_t ctx;
+	struct hs_comm k;
 
-	if (hs_open_auto(&hs) != NPROXY_SUCCESS)
+	if (hs_open_auto(&k.hs) != NPROXY_SUCCESS)
 		SKIP(return, "no handshake backend available");
-	TH_LOG("handshake backend: %s", nproxy_hs_backend_name(nproxy_hs_backend_of(hs)));
-	ASSERT_EQ(SENTINEL, nproxy_trigger_load(nproxy_hs_trigger(hs, 0)));
-	ASSERT_ST(NPROXY_SUCCESS, hs_comm_open(hs, &f, &r, &c));
-	op = hs_comm_op(&r);
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 1, &ctx));
+	TH_LOG("handshake backend: %s", nproxy_hs_backend_name(nproxy_hs_backend_of(k.hs)));
+	ASSERT_EQ(SENTINEL, nproxy_trigger_load(nproxy_hs_trigger(k.hs, 0)));
+	ASSERT_ST(NPROXY_SUCCESS, hs_comm_open(&k));
+	op = hs_comm_op(&k.r);
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(k.c, &op, 1, &k.ctx));
 
 	prog_trigger_then_wait(&prog[1], 2, 10000000000ull);
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(hs, prog, 3, NULL));
-	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c, ctx, NPROXY_TASK_NETWORK, 10000));
-	EXPECT_ST(NPROXY_SUCCESS, nproxy_hs_wait(hs, 10000, &res));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(k.hs, prog, 3, NULL));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(k.c, k.ctx, NPROXY_TASK_NETWORK, 10000));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_hs_wait(k.hs, 10000, &res));
 	EXPECT_EQ((unsigned int)NPROXY_PROG_DONE, res.state);
-	EXPECT_EQ(0u, nproxy_trigger_load(nproxy_hs_trigger(hs, 0)));
-	EXPECT_EQ(1u, nproxy_sem_load(nproxy_hs_sem(hs, 2)));
-	EXPECT_TRUE(lb_rank_got(&r, 0, 48));
-	nproxy_comm_close(c);
-	nproxy_hs_close(hs);
-	nproxy_loopback_destroy(r.lb);
-	nproxy_loopback_fabric_destroy(f);
+	EXPECT_EQ(0u, nproxy_trigger_load(nproxy_hs_trigger(k.hs, 0)));
+	EXPECT_EQ(1u, nproxy_sem_load(nproxy_hs_sem(k.hs, 2)));
+	EXPECT_TRUE(lb_rank_got(&k.r, 0, 48));
+	nproxy_comm_close(k.c);
+	hs_comm_free(&k);
 }
 
 TEST_HARNESS_MAIN

@@ -248,22 +248,38 @@ static inline enum nproxy_status hs_open_auto(struct nproxy_hs **hs)
 }
 
 /*
- * A one-rank comm on a new loopback fabric *f that waits for the device on
- * hs; r exchanges 48 bytes with itself.
+ * A one-rank comm on a new loopback fabric that waits for the device on the
+ * handshake pages hs; its rank r exchanges 48 bytes with itself.
  */
-static inline enum nproxy_status hs_comm_open(struct nproxy_hs *hs, struct nproxy_loopback_fabric **f,
-					      struct lb_rank *r, struct nproxy_comm **c)
+struct hs_comm {
+	struct nproxy_hs *hs;
+	struct nproxy_loopback_fabric *f;
+	struct lb_rank r;
+	struct nproxy_comm *c;
+	uint64_t ctx;
+};
+
+/* k->hs open: the comm. */
+static inline enum nproxy_status hs_comm_open(struct hs_comm *k)
 {
 	struct nproxy_comm_opts o;
-	enum nproxy_status st = nproxy_loopback_fabric_create(1, f);
+	enum nproxy_status st = nproxy_loopback_fabric_create(1, &k->f);
 
 	if (st != NPROXY_SUCCESS)
 		return st;
-	if (lb_rank_setup(r, *f, 0, 0, 48))
+	if (lb_rank_setup(&k->r, k->f, 0, 0, 48))
 		return NPROXY_FAILURE;
-	o = comm_opts(0, 1, 0, 1, NPROXY_COMM_F_DEVICE_WAIT, r->lb);
-	o.hs = hs;
-	return nproxy_comm_open(&o, c);
+	o = comm_opts(0, 1, 0, 1, NPROXY_COMM_F_DEVICE_WAIT, k->r.lb);
+	o.hs = k->hs;
+	return nproxy_comm_open(&o, &k->c);
+}
+
+/* After nproxy_comm_close(k->c): the pages and the fabric. */
+static inline void hs_comm_free(struct hs_comm *k)
+{
+	nproxy_hs_close(k->hs);
+	nproxy_loopback_destroy(k->r.lb);
+	nproxy_loopback_fabric_destroy(k->f);
 }
 
 /* r's op with the comm region's trigger words and semaphores; the recv posts sem 2. */
