@@ -236,8 +236,7 @@ static struct hang_arg *run_hang_job(bp_rank_fn fn, uint32_t n, const char *tag,
 	if (!arg)
 		return NULL;
 	arg->use_barrier = use_barrier;
-	bp_t_job(arg->job, sizeof(arg->job), tag);
-	if (bp_t_run(fn, n, arg, 15000)) {
+	if (BP_T_RUN_JOB(arg, tag, fn, n, 15000)) {
 		munmap(arg, sizeof(*arg));
 		return NULL;
 	}
@@ -294,8 +293,7 @@ static int bcast_then_leave(uint32_t rank, uint32_t n, void *varg)
 	void *out = NULL;
 	struct nproxy_bp *bp;
 
-	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
-	BP_T_CHECK(nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier");
+	BP_T_CHECK(bp_t_join_all(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
 	if (rank == 1)
 		bp_t_sleep_ms(300);	/* the leader is gone by now */
 	BP_T_CHECK(nproxy_bp_bcast(bp, msg, sizeof(msg), &out, &len, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS,
@@ -321,8 +319,7 @@ static int cleanup_only_rank(uint32_t rank, uint32_t n, void *varg)
 	struct hang_arg *arg = varg;
 	struct nproxy_bp *bp;
 
-	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
-	BP_T_CHECK(nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier");
+	BP_T_CHECK(bp_t_join_all(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
 	if (rank == 1) {
 		nproxy_bp_close(bp);
 		return 0;	/* exits without hanging up */
@@ -352,8 +349,7 @@ static int abandon_rank(uint32_t rank, uint32_t n, void *varg)
 	enum nproxy_status st;
 	struct nproxy_bp *bp;
 
-	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
-	BP_T_CHECK(nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier");
+	BP_T_CHECK(bp_t_join_all(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
 	if (rank == 2) {
 		nproxy_bp_close(bp);
 		return 0;	/* dies: exits without hanging up */
@@ -395,8 +391,7 @@ static int nb_dead_rank(uint32_t rank, uint32_t n, void *varg)
 	struct nproxy_bp *bp;
 	bool done = false;
 
-	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
-	BP_T_CHECK(nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier");
+	BP_T_CHECK(bp_t_join_all(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
 	if (rank == 1) {
 		bp_t_sleep_ms(100);
 		kill(getpid(), SIGKILL);

@@ -389,8 +389,7 @@ static int busy_job_rank(uint32_t rank, uint32_t n, void *varg)
 	uint64_t end = bp_t_now_ms() + 10000;
 	struct nproxy_bp *bp;
 
-	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
-	BP_T_CHECK(nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "first barrier");
+	BP_T_CHECK(bp_t_join_all(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
 	__atomic_store_n(&arg->answered, 1, __ATOMIC_RELEASE);	/* the job is complete */
 	for (;;) {
 		int stop = __atomic_load_n(&arg->status[1], __ATOMIC_ACQUIRE) ||

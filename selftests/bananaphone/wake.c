@@ -56,8 +56,7 @@ static volatile uint64_t *run_wake(struct wake_arg *arg, const char *tag, uint32
 	arg->report = bp_t_shared(2 * MAX_RANKS * sizeof(uint64_t));
 	if (!arg->report)
 		return NULL;
-	bp_t_job(arg->job, sizeof(arg->job), tag);
-	if (bp_t_run(wake_rank, n, arg, 60000)) {
+	if (BP_T_RUN_JOB(arg, tag, wake_rank, n, 60000)) {
 		munmap((void *)arg->report, 2 * MAX_RANKS * sizeof(uint64_t));
 		return NULL;
 	}
