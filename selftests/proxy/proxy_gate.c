@@ -177,7 +177,6 @@ TEST(device_program_triggers_the_task_and_sees_its_completion)
 
 	if (hs_open_auto(&k.hs) != NPROXY_SUCCESS)
 		SKIP(return, "no handshake backend available");
-	TH_LOG("handshake backend: %s", nproxy_hs_backend_name(nproxy_hs_backend_of(k.hs)));
 	ASSERT_EQ(SENTINEL, nproxy_trigger_load(nproxy_hs_trigger(k.hs, 0)));
 	ASSERT_ST(NPROXY_SUCCESS, hs_comm_open(&k));
 	op = hs_comm_op(&k.r);

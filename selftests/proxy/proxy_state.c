@@ -38,7 +38,6 @@ TEST(published_state_follows_the_task)
 
 	if (hs_open_auto(&k.hs) != NPROXY_SUCCESS)
 		SKIP(return, "no handshake backend available");
-	TH_LOG("handshake backend: %s", nproxy_hs_backend_name(nproxy_hs_backend_of(k.hs)));
 	ps = k.hs->proxy_state;
 	ASSERT_NE(NULL, ps);
 	EXPECT_EQ(0u, LOAD(ps->magic));	/* no comm yet */

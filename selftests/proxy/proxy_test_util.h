@@ -238,13 +238,20 @@ static inline int lb_rank_got(const struct lb_rank *r, uint32_t peer, uint32_t l
 	return 1;
 }
 
-/* Handshake pages on the automatic backend (memfd on the host, the module's in the VM). */
+/*
+ * Handshake pages on the automatic backend (memfd on the host, the
+ * module's in the VM); the log says which.
+ */
 static inline enum nproxy_status hs_open_auto(struct nproxy_hs **hs)
 {
 	struct nproxy_hs_opts ho = { .size = sizeof(ho), .backend = NPROXY_HS_AUTO,
 				     .n_streams = 1, .n_sems = 4 };
+	enum nproxy_status st = nproxy_hs_open(&ho, hs);
 
-	return nproxy_hs_open(&ho, hs);
+	if (st == NPROXY_SUCCESS)
+		fprintf(stderr, "# handshake backend: %s\n",
+			nproxy_hs_backend_name(nproxy_hs_backend_of(*hs)));
+	return st;
 }
 
 /*
