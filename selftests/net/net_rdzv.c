@@ -163,15 +163,17 @@ static int root_rank(uint32_t rank, struct rdzv_job *job)
 
 typedef int (*rank_fn)(uint32_t rank, struct rdzv_job *job);
 
-/* Ranks 0..n-1 running fn[rank], reaped last to first; exit codes (see finish()) in rc[]. */
-static void run_ranks(struct rdzv_job *job, const rank_fn *fn, uint32_t n, int *rc)
+/* Ranks 0..n-1 running fn[rank], reaped last to first; expect exit codes want[] (see finish()). */
+static void run_ranks(struct __test_metadata *_metadata, struct rdzv_job *job, const rank_fn *fn,
+		      const int *want, uint32_t n)
 {
 	pid_t pids[8];
 
 	for (uint32_t r = 0; r < n; r++)
 		pids[r] = start(fn[r], r, job);
-	for (uint32_t r = n; r-- > 0;)
-		rc[r] = finish(pids[r], 3 * job->tmo_ms + 5000);
+	for (uint32_t r = n; r-- > 0;) {
+		EXPECT_EQ(want[r], finish(pids[r], 3 * job->tmo_ms + 5000)) TH_LOG("rank %u", r);
+	}
 }
 
 /* Expect rank r to have failed with st, its message naming what. */
@@ -186,13 +188,11 @@ static void expect_seen(struct __test_metadata *_metadata, const struct rdzv_job
 TEST(missing_rank_is_named_by_every_rank)
 {
 	static const rank_fn fn[] = { root_rank, one_round };	/* rank 2 never comes */
+	static const int want[] = { 0, 0 };
 	struct rdzv_job *job = new_job(3, 1500);
-	int rc[2];
 
 	ASSERT_NE(NULL, job);
-	run_ranks(job, fn, 2, rc);
-	EXPECT_EQ(0, rc[1]);
-	EXPECT_EQ(0, rc[0]);
+	run_ranks(_metadata, job, fn, want, 2);
 	EXPECT_EQ(NPROXY_TIMEOUT, job->seen[0].st);
 	expect_seen(_metadata, job, 1, NPROXY_TIMEOUT, "rank(s) 2 of 3 never connected");
 	EXPECT_EQ(NULL, strstr(job->seen[1].err, "reset"));
@@ -214,14 +214,11 @@ static int dies_after_hello(uint32_t rank, struct rdzv_job *job)
 TEST(rank_killed_after_hello_is_named_by_every_rank)
 {
 	static const rank_fn fn[] = { root_rank, one_round, dies_after_hello };
+	static const int want[] = { 0, 0, 128 + SIGKILL };
 	struct rdzv_job *job = new_job(3, 1500);
-	int rc[3];
 
 	ASSERT_NE(NULL, job);
-	run_ranks(job, fn, 3, rc);
-	EXPECT_EQ(128 + SIGKILL, rc[2]);
-	EXPECT_EQ(0, rc[1]);
-	EXPECT_EQ(0, rc[0]);
+	run_ranks(_metadata, job, fn, want, 3);
 	expect_seen(_metadata, job, 0, NPROXY_PEER_DEAD, "rank 2 went away");
 	expect_seen(_metadata, job, 1, NPROXY_PEER_DEAD, "rank 2 went away");
 	munmap(job, 4096 * 4);
@@ -249,14 +246,11 @@ static int fails_locally(uint32_t rank, struct rdzv_job *job)
 TEST(local_failure_is_relayed_to_every_rank)
 {
 	static const rank_fn fn[] = { root_rank, two_rounds, fails_locally };
+	static const int want[] = { 0, 0, 0 };
 	struct rdzv_job *job = new_job(3, 20000);
-	int rc[3];
 
 	ASSERT_NE(NULL, job);
-	run_ranks(job, fn, 3, rc);
-	for (uint32_t r = 0; r < 3; r++) {
-		EXPECT_EQ(0, rc[r]) TH_LOG("rank %u", r);
-	}
+	run_ranks(_metadata, job, fn, want, 3);
 	for (uint32_t r = 0; r < 2; r++) {
 		EXPECT_NE(NULL, strstr(job->seen[r].err, "rank 2"));
 		expect_seen(_metadata, job, r, NPROXY_NET_ERROR,
