@@ -11,42 +11,7 @@
 
 #define SENTINEL NPROXY_PROXY_TRIGGER_SENTINEL
 
-/* Network task of a one-rank comm (self send/recv) waiting on `words`. */
-struct gated {
-	struct nproxy_loopback_fabric *f;
-	struct lb_rank r;
-	struct nproxy_comm *c;
-	uint64_t ctx;
-};
-
-static int gated_start(struct gated *g, volatile uint32_t **words, uint32_t streams_n,
-		       uint32_t dev)
-{
-	struct nproxy_comm_opts o;
-	struct nproxy_cc_op op;
-	uint32_t i;
-
-	if (nproxy_loopback_fabric_create(1, &g->f) || lb_rank_setup(&g->r, g->f, 0, 0, 32))
-		return -1;
-	o = comm_opts(0, 1, dev, 1, NPROXY_COMM_F_DEVICE_WAIT, g->r.lb);
-	if (nproxy_comm_open(&o, &g->c))
-		return -1;
-	op = lb_rank_op(&g->r);
-	op.streams_n = streams_n;
-	/* All four entries set: the ones past streams_n are guards. */
-	for (i = 0; i < NPROXY_PROXY_MAX_STREAMS; i++)
-		op.trigger_words[i] = words[i];
-	return nproxy_enq_proxy_tasks(g->c, &op, 1, &g->ctx) ? -1 : 0;
-}
-
-static void gated_stop(struct gated *g)
-{
-	nproxy_comm_close(g->c);
-	nproxy_loopback_destroy(g->r.lb);
-	nproxy_loopback_fabric_destroy(g->f);
-}
-
-static int net_done(struct gated *g)
+static int net_done(struct lb_comm *g)
 {
 	enum nproxy_status st;
 	bool done = false;
@@ -55,7 +20,7 @@ static int net_done(struct gated *g)
 	       NPROXY_SUCCESS && done && st == NPROXY_SUCCESS;
 }
 
-static uint64_t lb_progresses(struct gated *g)
+static uint64_t lb_progresses(struct lb_comm *g)
 {
 	struct nproxy_loopback_counters lc;
 
@@ -71,7 +36,7 @@ TEST(gate_never_touches_words_past_streams_n)
 				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	volatile uint32_t *words[4];
 	uint32_t *live;
-	struct gated g;
+	struct lb_comm g;
 
 	ASSERT_NE(MAP_FAILED, mem);
 	ASSERT_EQ(0, mprotect(mem + pg, pg, PROT_NONE));
@@ -95,7 +60,7 @@ TEST(gate_never_touches_words_past_streams_n)
 	EXPECT_EQ(0u, live[0]);
 	EXPECT_EQ(0u, live[1]);
 	EXPECT_TRUE(lb_rank_got(&g.r, 0, 32));
-	gated_stop(&g);
+	lb_comm_close(&g);
 	munmap(mem, 2 * pg);
 }
 
@@ -104,7 +69,7 @@ TEST(guard_words_past_streams_n_keep_their_sentinel)
 	/* Readable guards holding the sentinel: reading them would block forever. */
 	uint32_t w[4] = { SENTINEL, SENTINEL, SENTINEL, SENTINEL };
 	volatile uint32_t *words[4] = { &w[0], &w[1], &w[2], &w[3] };
-	struct gated g;
+	struct lb_comm g;
 
 	ASSERT_EQ(0, gated_start(&g, words, 1, 0));
 	nproxy_trigger_store(&w[0], 9);
@@ -113,14 +78,14 @@ TEST(guard_words_past_streams_n_keep_their_sentinel)
 	EXPECT_EQ(SENTINEL, nproxy_trigger_load(&w[1]));	/* never cleared past streams_n */
 	EXPECT_EQ(SENTINEL, nproxy_trigger_load(&w[2]));
 	EXPECT_EQ(SENTINEL, nproxy_trigger_load(&w[3]));
-	gated_stop(&g);
+	lb_comm_close(&g);
 }
 
 TEST(consuming_the_trigger_writes_zero_to_every_stream_word)
 {
 	uint32_t w[4] = { SENTINEL, SENTINEL, SENTINEL, SENTINEL };
 	volatile uint32_t *words[4] = { &w[0], &w[1], &w[2], &w[3] };
-	struct gated g;
+	struct lb_comm g;
 	int i;
 
 	ASSERT_EQ(0, gated_start(&g, words, 4, 0));
@@ -129,7 +94,7 @@ TEST(consuming_the_trigger_writes_zero_to_every_stream_word)
 	ASSERT_TRUE(WAIT_UNTIL(net_done(&g), 10000));
 	for (i = 0; i < 4; i++)
 		EXPECT_EQ(0u, nproxy_trigger_load(&w[i]));
-	gated_stop(&g);
+	lb_comm_close(&g);
 }
 
 TEST(network_task_holds_until_the_trigger_then_runs_the_block)
@@ -137,7 +102,7 @@ TEST(network_task_holds_until_the_trigger_then_runs_the_block)
 	uint32_t w[1] = { SENTINEL };
 	volatile uint32_t *words[4] = { &w[0], NULL, NULL, NULL };
 	struct nproxy_loopback_counters lc;
-	struct gated g;
+	struct lb_comm g;
 
 	ASSERT_EQ(0, gated_start(&g, words, 1, 0));
 	/* INIT already handed the block to the engine (start), then waited. */
@@ -157,7 +122,7 @@ TEST(network_task_holds_until_the_trigger_then_runs_the_block)
 	EXPECT_EQ(2u, lc.ops_completed);
 	EXPECT_EQ(1u, nproxy_sem_load(&g.r.sems[0]));	/* completion back-edge */
 	EXPECT_TRUE(lb_rank_got(&g.r, 0, 32));
-	gated_stop(&g);
+	lb_comm_close(&g);
 }
 
 /*

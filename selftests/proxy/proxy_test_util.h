@@ -238,6 +238,56 @@ static inline int lb_rank_got(const struct lb_rank *r, uint32_t peer, uint32_t l
 	return 1;
 }
 
+/* A one-rank comm on a new loopback fabric; its rank r sends 32 bytes to itself. */
+struct lb_comm {
+	struct nproxy_loopback_fabric *f;
+	struct lb_rank r;
+	struct nproxy_comm *c;
+	uint64_t ctx;		/* the op gated_start() enqueued */
+};
+
+/* The fabric and the rank; *o: the options of a comm of device dev over them. */
+static inline int lb_comm_prepare(struct lb_comm *k, uint32_t dev, uint32_t flags,
+				  struct nproxy_comm_opts *o)
+{
+	if (nproxy_loopback_fabric_create(1, &k->f) || lb_rank_setup(&k->r, k->f, 0, 0, 32))
+		return -1;
+	*o = comm_opts(0, 1, dev, 1, flags, k->r.lb);
+	return 0;
+}
+
+static inline void lb_comm_close(struct lb_comm *k)
+{
+	nproxy_comm_close(k->c);
+	nproxy_loopback_destroy(k->r.lb);
+	nproxy_loopback_fabric_destroy(k->f);
+}
+
+/*
+ * The comm (device dev, DEVICE_WAIT) and one op enqueued, whose network task
+ * waits on words[0 .. streams_n) (all four entries are set: the ones past
+ * streams_n are guards); words NULL: on r's own words, word 0 closed.
+ */
+static inline int gated_start(struct lb_comm *g, volatile uint32_t **words, uint32_t streams_n,
+			      uint32_t dev)
+{
+	struct nproxy_comm_opts o;
+	struct nproxy_cc_op op;
+	uint32_t i;
+
+	if (lb_comm_prepare(g, dev, NPROXY_COMM_F_DEVICE_WAIT, &o))
+		return -1;
+	if (!words)
+		g->r.trig[0] = NPROXY_PROXY_TRIGGER_SENTINEL;
+	if (nproxy_comm_open(&o, &g->c))
+		return -1;
+	op = lb_rank_op(&g->r);
+	op.streams_n = streams_n;
+	for (i = 0; words && i < NPROXY_PROXY_MAX_STREAMS; i++)
+		op.trigger_words[i] = words[i];
+	return nproxy_enq_proxy_tasks(g->c, &op, 1, &g->ctx) ? -1 : 0;
+}
+
 /*
  * Handshake pages on the automatic backend (memfd on the host, the
  * module's in the VM); the log says which.
