@@ -280,21 +280,35 @@ static int stray_rank(uint32_t rank, struct rdzv_job *job)
 	return impostor(rank, job, 4);
 }
 
+/*
+ * Ranks 0 .. n-2 of job (pids[]) are running: the impostor fn claiming
+ * `rank` is refused saying why; then rank n-1 comes and every rank gets
+ * through its two all-gathers.
+ */
+static void impostor_refused(struct __test_metadata *_metadata, struct rdzv_job *job,
+			     pid_t *pids, rank_fn fn, uint32_t rank, const char *why)
+{
+	uint32_t n = job->n;
+
+	EXPECT_EQ(0, finish(start(fn, rank, job), 3 * job->tmo_ms + 5000));
+	expect_seen(_metadata, job, 7, NPROXY_INVALID, why);
+	pids[n - 1] = start(two_rounds, n - 1, job);
+	for (uint32_t r = n; r-- > 0;) {
+		EXPECT_EQ(0, finish(pids[r], 3 * job->tmo_ms + 5000)) TH_LOG("rank %u", r);
+	}
+	for (uint32_t r = 0; r < n; r++) {
+		EXPECT_EQ(0, job->seen[r].st) TH_LOG("rank %u said: %s", r, job->seen[r].err);
+	}
+}
+
 TEST(stray_hello_is_refused_and_the_job_goes_on)
 {
 	struct rdzv_job *job = new_job(2, 10000);
-	pid_t root, stray, r1;
+	pid_t pids[2];
 
 	ASSERT_NE(NULL, job);
-	root = start(two_rounds, 0, job);
-	stray = start(stray_rank, 3, job);
-	EXPECT_EQ(0, finish(stray, 3 * job->tmo_ms + 5000));
-	expect_seen(_metadata, job, 7, NPROXY_INVALID, "gathers 2 ranks");	/* the stray */
-	r1 = start(two_rounds, 1, job);
-	EXPECT_EQ(0, finish(r1, 3 * job->tmo_ms + 5000));
-	EXPECT_EQ(0, finish(root, 3 * job->tmo_ms + 5000));
-	EXPECT_EQ(0, job->seen[0].st) TH_LOG("root said: %s", job->seen[0].err);
-	EXPECT_EQ(0, job->seen[1].st) TH_LOG("rank 1 said: %s", job->seen[1].err);
+	pids[0] = start(two_rounds, 0, job);
+	impostor_refused(_metadata, job, pids, stray_rank, 3, "gathers 2 ranks");
 	munmap(job, 4096 * 4);
 }
 
@@ -307,25 +321,16 @@ static int duplicate_rank(uint32_t rank, struct rdzv_job *job)
 TEST(second_claim_of_a_rank_is_refused)
 {
 	struct rdzv_job *job = new_job(3, 10000);
-	pid_t root, r1, dup, r2;
+	pid_t pids[3];
 
 	ASSERT_NE(NULL, job);
-	root = start(two_rounds, 0, job);
-	r1 = start(two_rounds, 1, job);
+	pids[0] = start(two_rounds, 0, job);
+	pids[1] = start(two_rounds, 1, job);
 	/* Rank 1's hello is queued before the impostor's connects. */
 	for (int i = 0; i < 2000 && !job->opened[1]; i++)
 		usleep(5000);
 	ASSERT_TRUE(job->opened[1]);
-	dup = start(duplicate_rank, 1, job);
-	EXPECT_EQ(0, finish(dup, 3 * job->tmo_ms + 5000));
-	expect_seen(_metadata, job, 7, NPROXY_INVALID, "already connected");	/* the duplicate */
-	r2 = start(two_rounds, 2, job);
-	EXPECT_EQ(0, finish(r2, 3 * job->tmo_ms + 5000));
-	EXPECT_EQ(0, finish(r1, 3 * job->tmo_ms + 5000));
-	EXPECT_EQ(0, finish(root, 3 * job->tmo_ms + 5000));
-	for (uint32_t r = 0; r < 3; r++) {
-		EXPECT_EQ(0, job->seen[r].st) TH_LOG("rank %u said: %s", r, job->seen[r].err);
-	}
+	impostor_refused(_metadata, job, pids, duplicate_rank, 1, "already connected");
 	munmap(job, 4096 * 4);
 }
 
