@@ -106,25 +106,42 @@ static void hello_and_record(struct sec_arg *arg, int fd)
 }
 
 /*
- * Ranks 0 and 1 of rank_fn's job and n_clients raw clients client_fn(0..),
- * reaped; expect every one to have exited 0 in time.
+ * A new job (name from tag): ranks 0 and 1 of rank_fn and n_clients raw
+ * clients client_fn(0..), reaped; expect every one to have exited 0 in
+ * time.  The shared arg (munmap() it), or NULL.
  */
-static void run_job_and_clients(struct __test_metadata *_metadata, struct bp_run *run,
-				struct sec_arg *arg, bp_rank_fn rank_fn, bp_rank_fn client_fn,
-				uint32_t n_clients)
+static struct sec_arg *run_job_and_clients(struct __test_metadata *_metadata, const char *tag,
+					   bp_rank_fn rank_fn, bp_rank_fn client_fn,
+					   uint32_t n_clients)
 {
+	struct sec_arg *arg = bp_t_shared(sizeof(*arg));
+	struct bp_run run = { 0 };
 	uint32_t i;
 
-	run->pids[0] = bp_t_spawn(rank_fn, 0, 2, arg);
-	run->pids[1] = bp_t_spawn(rank_fn, 1, 2, arg);
+	if (!arg)
+		return NULL;
+	bp_t_job(arg->job, sizeof(arg->job), tag);
+	arg->expect_clients = (int)n_clients;
+	run.pids[0] = bp_t_spawn(rank_fn, 0, 2, arg);
+	run.pids[1] = bp_t_spawn(rank_fn, 1, 2, arg);
 	for (i = 0; i < n_clients; i++)
-		run->pids[2 + i] = bp_t_spawn(client_fn, i, 0, arg);
-	bp_t_reap(run, 2 + (int)n_clients, 20000);
-	EXPECT_EQ(0, run->stragglers);
+		run.pids[2 + i] = bp_t_spawn(client_fn, i, 0, arg);
+	bp_t_reap(&run, 2 + (int)n_clients, 20000);
+	EXPECT_EQ(0, run.stragglers);
 	for (i = 0; i < 2 + n_clients; i++) {
-		EXPECT_EQ(0, run->status[i]) {
+		EXPECT_EQ(0, run.status[i]) {
 			TH_LOG("process %u (2 and up: client %u)", i, i - 2);
 		}
+	}
+	return arg;
+}
+
+/* Raw client idx was answered with st (a REFUSE status, or -1 for none). */
+static void expect_answer(struct __test_metadata *_metadata, const struct sec_arg *arg,
+			  uint32_t idx, int st)
+{
+	EXPECT_EQ(st, arg->status[idx]) {
+		TH_LOG("client %u: status %d '%s'", idx, arg->status[idx], arg->text[idx]);
 	}
 }
 
@@ -180,18 +197,13 @@ static int nobody_client(uint32_t idx, uint32_t n, void *varg)
 
 TEST(wrong_uid_refused)
 {
-	struct sec_arg *arg = bp_t_shared(sizeof(*arg));
-	struct bp_run run = { 0 };
+	struct sec_arg *arg;
 
-	ASSERT_NE(NULL, arg);
 	if (geteuid() != 0)
 		SKIP(return, "needs root to drop to uid nobody");
-	bp_t_job(arg->job, sizeof(arg->job), "uid");
-	arg->expect_clients = 1;
-	run_job_and_clients(_metadata, &run, arg, job_rank, nobody_client, 1);
-	EXPECT_EQ(NPROXY_PERM, arg->status[0]) {
-		TH_LOG("reply: %d '%s'", arg->status[0], arg->text[0]);
-	}
+	arg = run_job_and_clients(_metadata, "uid", job_rank, nobody_client, 1);
+	ASSERT_NE(NULL, arg);
+	expect_answer(_metadata, arg, 0, NPROXY_PERM);
 	EXPECT_NE(NULL, strstr(arg->text[0], "uid"));
 	munmap(arg, sizeof(*arg));
 }
@@ -345,21 +357,13 @@ static int bad_client(uint32_t kind, uint32_t n, void *varg)
 
 TEST(malformed_join_messages)
 {
-	struct sec_arg *arg = bp_t_shared(sizeof(*arg));
-	struct bp_run run = { 0 };
-	uint32_t k;
+	struct sec_arg *arg = run_job_and_clients(_metadata, "mal", job_rank, bad_client, BAD_COUNT);
 
 	ASSERT_NE(NULL, arg);
-	bp_t_job(arg->job, sizeof(arg->job), "mal");
-	arg->expect_clients = BAD_COUNT;
-	run_job_and_clients(_metadata, &run, arg, job_rank, bad_client, BAD_COUNT);
 	EXPECT_EQ(NPROXY_SUCCESS, arg->leader_status);
 	EXPECT_EQ(arg->leader_fds_before, arg->leader_fds_after);
-	for (k = 0; k < BAD_COUNT; k++) {
-		EXPECT_EQ(bad_expect[k], arg->status[k]) {
-			TH_LOG("client %u: status %d '%s'", k, arg->status[k], arg->text[k]);
-		}
-	}
+	for (uint32_t k = 0; k < BAD_COUNT; k++)
+		expect_answer(_metadata, arg, k, bad_expect[k]);
 	munmap(arg, sizeof(*arg));
 }
 
@@ -412,15 +416,10 @@ static int busy_job_rank(uint32_t rank, uint32_t n, void *varg)
 
 TEST(latecomer_refused)
 {
-	struct sec_arg *arg = bp_t_shared(sizeof(*arg));
-	struct bp_run run = { 0 };
+	struct sec_arg *arg = run_job_and_clients(_metadata, "late", busy_job_rank, late_client, 1);
 
 	ASSERT_NE(NULL, arg);
-	bp_t_job(arg->job, sizeof(arg->job), "late");
-	run_job_and_clients(_metadata, &run, arg, busy_job_rank, late_client, 1);
-	EXPECT_EQ(NPROXY_BUSY, arg->status[0]) {
-		TH_LOG("reply %d '%s'", arg->status[0], arg->text[0]);
-	}
+	expect_answer(_metadata, arg, 0, NPROXY_BUSY);
 	munmap(arg, sizeof(*arg));
 }
 
