@@ -82,28 +82,57 @@ static void build_ops(struct nproxy_net_op *ops, uint32_t rank, uint32_t iters, 
 	}
 }
 
+/* One block of the ping-pong's 2 * iters ops over buf (registered with net). */
+struct pp_block {
+	struct nproxy_net_op *ops;
+	struct nproxy_net_addr src, dst;
+	struct nproxy_fifo_set fs;
+	uint32_t mr;
+};
+
+static int pp_block_init(struct pp_block *b, struct nproxy_net *net, uint32_t rank, void *buf,
+			 size_t size, uint32_t iters)
+{
+	*b = (struct pp_block){ .ops = calloc(2 * iters, sizeof(*b->ops)) };
+	if (!b->ops || nproxy_net_mr_register(net, buf, size, &b->mr)) {
+		free(b->ops);
+		return -1;
+	}
+	b->src.mr = b->dst.mr = b->mr;
+	b->fs = (struct nproxy_fifo_set){ .ops = b->ops, .n_ops = 2 * iters, .src = &b->src,
+					  .n_src = 1, .dst = &b->dst, .n_dst = 1 };
+	build_ops(b->ops, rank, iters, (uint32_t)size);
+	return 0;
+}
+
+/* Free b; -1 (saying why) when st failed, else 0. */
+static int pp_block_done(struct pp_block *b, struct nproxy_net *net, uint32_t rank,
+			 const char *path, enum nproxy_status st)
+{
+	nproxy_net_mr_deregister(net, b->mr);
+	free(b->ops);
+	if (st)
+		fprintf(stderr, "rank %u: %s%s: %s\n", rank, path, nproxy_status_str(st),
+			nproxy_net_strerror(net));
+	return st ? -1 : 0;
+}
+
 static int run_engine(struct nproxy_net *net, uint32_t rank, void *buf, size_t size,
 		      uint32_t iters, uint32_t bb, double *secs)
 {
-	struct nproxy_net_op *ops = calloc(2 * iters, sizeof(*ops));
 	uint64_t sem = 0;
 	struct nproxy_device_sems dev = { .sems = &sem, .n_sems = 1 };
-	struct nproxy_net_addr src = { 0 }, dst = { 0 };
-	struct nproxy_fifo_set fs = { .ops = ops, .n_ops = 2 * iters, .src = &src, .n_src = 1,
-				      .dst = &dst, .n_dst = 1 };
 	struct nproxy_seam seam;
 	bool idle, bd = false, done;
 	enum nproxy_status st;
-	uint32_t mr;
+	struct pp_block b;
 	double t0;
 
-	if (!ops || nproxy_net_mr_register(net, buf, size, &mr))
+	if (pp_block_init(&b, net, rank, buf, size, iters))
 		return -1;
-	src.mr = dst.mr = mr;
-	build_ops(ops, rank, iters, (uint32_t)size);
 	nproxy_net_seam(net, &seam);
 	t0 = now_s();
-	st = seam.ops->start(seam.engine, 0, bb, &fs, &dev);
+	st = seam.ops->start(seam.engine, 0, bb, &b.fs, &dev);
 	while (!st && !bd) {
 		st = seam.ops->progress(seam.engine, 0, bb, &idle, &bd, &done);
 		if (idle)
@@ -111,12 +140,7 @@ static int run_engine(struct nproxy_net *net, uint32_t rank, void *buf, size_t s
 	}
 	*secs = now_s() - t0;
 	seam.ops->stop(seam.engine, 0, bb);
-	nproxy_net_mr_deregister(net, mr);
-	free(ops);
-	if (st)
-		fprintf(stderr, "rank %u: %s: %s\n", rank, nproxy_status_str(st),
-			nproxy_net_strerror(net));
-	return st ? -1 : 0;
+	return pp_block_done(&b, net, rank, "", st);
 }
 
 struct proxy_ctx {
@@ -127,28 +151,22 @@ struct proxy_ctx {
 static int run_proxy(struct proxy_ctx *px, struct nproxy_net *net, uint32_t rank, void *buf,
 		     size_t size, uint32_t iters, double *secs)
 {
-	struct nproxy_net_op *ops = calloc(2 * iters, sizeof(*ops));
 	volatile uint64_t *sem = nproxy_hs_sem(px->hs, 0);
-	struct nproxy_net_addr src = { 0 }, dst = { 0 };
-	struct nproxy_fifo_set fs = { .ops = ops, .n_ops = 2 * iters, .src = &src, .n_src = 1,
-				      .dst = &dst, .n_dst = 1 };
 	struct nproxy_cc_op op = { .size = sizeof(op), .streams_n = 1 };
 	const struct nproxy_prog_step fire = { .op = NPROXY_STEP_WRITE_TRIGGER, .value = 1 };
 	struct nproxy_prog_result res;
 	enum nproxy_status st;
+	struct pp_block b;
 	uint64_t ctx;
-	uint32_t mr;
 	double t0;
 
-	if (!ops || nproxy_net_mr_register(net, buf, size, &mr))
+	if (pp_block_init(&b, net, rank, buf, size, iters))
 		return -1;
-	src.mr = dst.mr = mr;
-	build_ops(ops, rank, iters, (uint32_t)size);
 	/* Semaphores only grow: rebase this run's thresholds on the current value. */
 	for (uint32_t i = 0; i < 2 * iters; i++)
-		if (ops[i].flags & NPROXY_NET_OP_F_PRECOND)
-			ops[i].pre_value += nproxy_sem_load(sem);
-	op.streams[0] = (struct nproxy_stream_blocks){ .blocks = &fs, .n_blocks = 1 };
+		if (b.ops[i].flags & NPROXY_NET_OP_F_PRECOND)
+			b.ops[i].pre_value += nproxy_sem_load(sem);
+	op.streams[0] = (struct nproxy_stream_blocks){ .blocks = &b.fs, .n_blocks = 1 };
 	t0 = now_s();
 	st = nproxy_enq_proxy_tasks(px->comm, &op, 0, &ctx);
 	/* The device reaches the network stage (a program, so that it announces it). */
@@ -161,12 +179,7 @@ static int run_proxy(struct proxy_ctx *px, struct nproxy_net *net, uint32_t rank
 		st = nproxy_wait_status(px->comm, ctx, NPROXY_TASK_BARRIER, 120000);
 	if (!st)
 		st = nproxy_hs_wait(px->hs, 10000, &res);
-	nproxy_net_mr_deregister(net, mr);
-	free(ops);
-	if (st)
-		fprintf(stderr, "rank %u: proxy path: %s: %s\n", rank, nproxy_status_str(st),
-			nproxy_net_strerror(net));
-	return st ? -1 : 0;
+	return pp_block_done(&b, net, rank, "proxy path: ", st);
 }
 
 static int rank_main(uint32_t rank, const char *root, bool proxy, const size_t *sizes,

@@ -24,26 +24,13 @@ static double now_s(void)
 	return (double)nproxy_test_now_ns() / 1e9;
 }
 
-/* The claim's work without a comm (the same stores as npx_proxy_state_task_claim). */
+/* The claim's work without a comm: the same stores as npx_proxy_state_task_claim. */
 static void claim(struct nproxy_proxy_state *ps, uint64_t i)
 {
 	uint64_t n = __atomic_fetch_add(&ps->next_slot, 1, __ATOMIC_RELAXED);
 	struct nproxy_proxy_task *slot = &ps->tasks[n % NPROXY_PROXY_STATE_TASKS];
-	uint32_t s = npx_seq_write_begin(&slot->seq);
-	uint64_t now = npx_coarse_now_ns();
 
-	NPX_SEQ_STORE(slot->type, 1);
-	NPX_SEQ_STORE(slot->run_state, 0);
-	NPX_SEQ_STORE(slot->ctx, i);
-	NPX_SEQ_STORE(slot->exec_id, i);
-	NPX_SEQ_STORE(slot->enqueue_ns, now);
-	NPX_SEQ_STORE(slot->state_ns, now);
-	NPX_SEQ_STORE(slot->progress_ns, now);
-	NPX_SEQ_STORE(slot->trigger_mask, 1);
-	NPX_SEQ_STORE(slot->bb, 0);
-	NPX_SEQ_STORE(slot->n_sems, 0);
-	NPX_SEQ_STORE(slot->status, 0);
-	npx_seq_write_end(&slot->seq, s);
+	proxy_state_task_fill(slot, 1, i, i, 1);
 	__atomic_store_n(&ps->ops_enqueued, ps->ops_enqueued + 1, __ATOMIC_RELAXED);
 }
 

@@ -40,18 +40,12 @@ $(O)/selftests/vm/$(AREA)-%: %.vm.c $(KSFT_HDRS) $(NPROXY_TEST_A) $(NPROXY_TEST_
 	$(CC) $(CPPFLAGS) $(TEST_CPPFLAGS) $(ALL_CFLAGS) $(TEST_CFLAGS) -o $@ $< $(TEST_SRCS) $(LDFLAGS) $(TEST_LDLIBS)
 
 $(O)/selftests/$(AREA)/%.sh: %.sh
-	@mkdir -p $(dir $@)
-	install -m 0755 $< $@
+	$(install-script)
 
 $(O)/selftests/vm/$(AREA)-%.sh: %.vm.sh
-	@mkdir -p $(dir $@)
-	install -m 0755 $< $@
-
-$(LIBNPROXY_A): FORCE
-	@$(MAKE) --no-print-directory -C $(TOP)/lib
-FORCE:
+	$(install-script)
 
 clean:
 	rm -rf $(O)/selftests/$(AREA) $(O)/selftests/vm/$(AREA)-*
 
-.PHONY: all clean FORCE
+.PHONY: all clean

@@ -32,3 +32,16 @@ test-support: $(NPROXY_TEST_A)
 
 -include $(NPROXY_TEST_OBJS:.o=.d)
 .PHONY: test-support
+
+# For the programs' makefiles (selftests/test.mk, bench/Makefile): a link
+# asks lib/ to bring libnproxy up to date first, and scripts are installed
+# with $(install-script).
+$(LIBNPROXY_A): FORCE
+	@$(MAKE) --no-print-directory -C $(TOP)/lib
+FORCE:
+.PHONY: FORCE
+
+define install-script
+@mkdir -p $(dir $@)
+install -m 0755 $< $@
+endef

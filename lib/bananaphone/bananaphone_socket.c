@@ -90,6 +90,19 @@ enum nproxy_status npx_bp_listen(struct nproxy_bp *bp)
 	return NPROXY_SUCCESS;
 }
 
+/* A follower's message of type (HELLO, BYE) for this rank of this job; no pid. */
+static void wire_hello(struct bp_wire_hello *h, const struct nproxy_bp *bp,
+		       enum bp_wire_type type)
+{
+	memset(h, 0, sizeof(*h));
+	h->magic = BP_MAGIC;
+	h->version = BP_VERSION;
+	h->type = (uint16_t)type;
+	h->rank = bp->rank;
+	h->n_ranks = bp->n;
+	memcpy(h->job_id, bp->job_id, sizeof(h->job_id));
+}
+
 static void sleep_ms(unsigned int ms)
 {
 	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
@@ -152,14 +165,8 @@ enum nproxy_status npx_bp_dial(struct nproxy_bp *bp, uint32_t timeout_ms)
 		return npx_bp_error(bp, NPROXY_FAILURE, "pidfd_open of the leader (pid %d): %s",
 				(int)cred.pid, strerror(errno));
 
-	memset(&hello, 0, sizeof(hello));
-	hello.magic = BP_MAGIC;
-	hello.version = BP_VERSION;
-	hello.type = BP_WIRE_HELLO;
-	hello.rank = bp->rank;
-	hello.n_ranks = bp->n;
+	wire_hello(&hello, bp, BP_WIRE_HELLO);
 	hello.pid = (uint32_t)getpid();
-	memcpy(hello.job_id, bp->job_id, sizeof(hello.job_id));
 	for (;;) {
 		struct pollfd pfd = { .fd = fd, .events = POLLOUT };
 
@@ -686,13 +693,7 @@ void npx_bp_join_abort(struct nproxy_bp *bp, enum nproxy_status st, const char *
 	} else if (bp->sock >= 0 && bp->state == BP_S_JOINING) {
 		struct bp_wire_hello bye;
 
-		memset(&bye, 0, sizeof(bye));
-		bye.magic = BP_MAGIC;
-		bye.version = BP_VERSION;
-		bye.type = BP_WIRE_BYE;
-		bye.rank = bp->rank;
-		bye.n_ranks = bp->n;
-		memcpy(bye.job_id, bp->job_id, sizeof(bye.job_id));
+		wire_hello(&bye, bp, BP_WIRE_BYE);
 		(void)send(bp->sock, &bye, sizeof(bye), MSG_NOSIGNAL | MSG_DONTWAIT);
 	}
 	if (bp->sock >= 0)

@@ -7,19 +7,17 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <nproxy/log.h>
+#include "common/common_internal.h"
 #include "coll_internal.h"
 
 enum nproxy_status npx_coll_fail(struct nproxy_coll *coll, enum nproxy_status st,
 				 const char *fmt, ...)
 {
 	va_list ap;
-	int n;
 
-	n = snprintf(coll->err, sizeof(coll->err), "rank %u: ", coll->me);
 	va_start(ap, fmt);
-	vsnprintf(coll->err + n, sizeof(coll->err) - (size_t)n, fmt, ap);
+	npx_errbuf_vset_rank(coll->err, sizeof(coll->err), coll->me, fmt, ap);
 	va_end(ap);
-	nproxy_log(NPROXY_LOG_ERROR, "%s", coll->err);
 	return st;
 }
 

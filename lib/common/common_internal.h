@@ -235,6 +235,9 @@ void npx_errbuf_set(char *buf, size_t len, enum nproxy_log_level level, const ch
 		    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 void npx_errbuf_vset(char *buf, size_t len, enum nproxy_log_level level, const char *who,
 		     const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
+/* "rank <rank>: " and the text into buf, the whole logged as an error. */
+void npx_errbuf_vset_rank(char *buf, size_t len, uint32_t rank, const char *fmt, va_list ap)
+	__attribute__((format(printf, 4, 0)));
 
 /* reduce.c: half and bfloat16 through float, rounding to nearest even. */
 float npx_half_to_float(uint16_t h);

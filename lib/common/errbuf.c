@@ -30,3 +30,16 @@ void npx_errbuf_set(char *buf, size_t len, enum nproxy_log_level level, const ch
 	npx_errbuf_vset(buf, len, level, who, fmt, ap);
 	va_end(ap);
 }
+
+void npx_errbuf_vset_rank(char *buf, size_t len, uint32_t rank, const char *fmt, va_list ap)
+{
+	int n;
+
+	if (!len)
+		return;
+	n = snprintf(buf, len, "rank %u: ", rank);
+	if (n < 0 || (size_t)n >= len)
+		n = 0;
+	vsnprintf(buf + n, len - (size_t)n, fmt, ap);
+	nproxy_log(NPROXY_LOG_ERROR, "%s", buf);
+}

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/mman.h>
 #include <nproxy/handshake.h>
 #include <nproxy/seam.h>
 #include "common/common_internal.h"
@@ -63,6 +65,39 @@ struct nproxy_hs {
 	struct nproxy_sem_bell bell;
 	char err[256];			/* last failed call's text: nproxy_hs_strerror() */
 };
+
+/* The backends' mappings: one page of hs->fd at byte offset, or NULL. */
+static inline void *hs_map_page(struct nproxy_hs *hs, uint64_t offset, int prot)
+{
+	void *p = mmap(NULL, hs->page_size, prot, MAP_SHARED | MAP_POPULATE, hs->fd,
+		       (off_t)offset);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static inline void hs_unmap_page(const volatile void *p, size_t len)
+{
+	if (p)
+		munmap((void *)p, len);
+}
+
+/* Unmap the pages a backend mapped, then close hs->fd. */
+static inline void hs_unmap_and_close(struct nproxy_hs *hs)
+{
+	hs_unmap_page(hs->triggers, hs->page_size);
+	hs_unmap_page(hs->sems, hs->page_size);
+	hs_unmap_page(hs->info, hs->page_size);
+	hs_unmap_page(hs->info_rw, hs->page_size);
+	hs_unmap_page(hs->proxy_state, hs->page_size);
+	hs->proxy_state = NULL;
+	hs->triggers = NULL;
+	hs->sems = NULL;
+	hs->info = NULL;
+	hs->info_rw = NULL;
+	if (hs->fd >= 0)
+		close(hs->fd);
+	hs->fd = -1;
+}
 
 /*
  * Backend constructors: fill hs (backend, ops, fd, pages) from hs->n_streams,

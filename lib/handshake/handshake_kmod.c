@@ -22,32 +22,10 @@
 
 #define KMOD_DEV_PATH	"/dev/" NPROXY_DEVICE_NAME
 
-static void *map_region(struct nproxy_hs *hs, __u64 offset, int prot)
-{
-	void *p = mmap(NULL, hs->page_size, prot, MAP_SHARED | MAP_POPULATE, hs->fd,
-		       (off_t)offset);
-
-	return p == MAP_FAILED ? NULL : p;
-}
-
 static void kmod_release(struct nproxy_hs *hs)
 {
-	if (hs->triggers)
-		munmap((void *)hs->triggers, hs->page_size);
-	if (hs->sems)
-		munmap((void *)hs->sems, hs->page_size);
-	if (hs->info)
-		munmap((void *)hs->info, hs->page_size);
-	if (hs->proxy_state)
-		munmap(hs->proxy_state, hs->page_size);
-	hs->proxy_state = NULL;
-	hs->triggers = NULL;
-	hs->sems = NULL;
-	hs->info = NULL;
 	/* Closing the region fd cancels a running program in the module. */
-	if (hs->fd >= 0)
-		close(hs->fd);
-	hs->fd = -1;
+	hs_unmap_and_close(hs);
 }
 
 static enum nproxy_status kmod_submit(struct nproxy_hs *hs, const struct nproxy_prog_step *steps,
@@ -206,13 +184,13 @@ enum nproxy_status npx_hs_kmod_open(struct nproxy_hs *hs, char *why, size_t why_
 	hs->fd = fd;
 	close(dev_fd);
 
-	hs->triggers = map_region(hs, NPROXY_OFF_TRIGGERS, PROT_READ | PROT_WRITE);
+	hs->triggers = hs_map_page(hs, NPROXY_OFF_TRIGGERS, PROT_READ | PROT_WRITE);
 	if (!hs->triggers)
 		return kmod_fail(hs, -1, errno, why, why_len, "mmap NPROXY_OFF_TRIGGERS");
-	hs->sems = map_region(hs, NPROXY_OFF_SEMS, PROT_READ | PROT_WRITE);
+	hs->sems = hs_map_page(hs, NPROXY_OFF_SEMS, PROT_READ | PROT_WRITE);
 	if (!hs->sems)
 		return kmod_fail(hs, -1, errno, why, why_len, "mmap NPROXY_OFF_SEMS");
-	hs->info = map_region(hs, NPROXY_OFF_INFO, PROT_READ);
+	hs->info = hs_map_page(hs, NPROXY_OFF_INFO, PROT_READ);
 	if (!hs->info)
 		return kmod_fail(hs, -1, errno, why, why_len, "mmap NPROXY_OFF_INFO");
 	if (hs->info->magic != NPROXY_REGION_MAGIC || hs->info->abi_version != NPROXY_ABI_VERSION) {
@@ -223,7 +201,7 @@ enum nproxy_status npx_hs_kmod_open(struct nproxy_hs *hs, char *why, size_t why_
 	}
 	/* Optional: a module without the page only means nothing is published. */
 	if (sizeof(struct nproxy_proxy_state) <= hs->page_size)
-		hs->proxy_state = map_region(hs, NPROXY_OFF_PROXY, PROT_READ | PROT_WRITE);
+		hs->proxy_state = hs_map_page(hs, NPROXY_OFF_PROXY, PROT_READ | PROT_WRITE);
 	hs->bell = (struct nproxy_sem_bell){ .sleepers = &hs->info->sem_sleepers, .device = hs };
 	return NPROXY_SUCCESS;
 }

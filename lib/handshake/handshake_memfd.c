@@ -29,16 +29,7 @@ static atomic_uint memfd_next_region_id = 1;
 
 static void *map_page(struct nproxy_hs *hs, unsigned int page, int prot)
 {
-	void *p = mmap(NULL, hs->page_size, prot, MAP_SHARED | MAP_POPULATE, hs->fd,
-		       (off_t)(page * hs->page_size));
-
-	return p == MAP_FAILED ? NULL : p;
-}
-
-static void unmap_page(const volatile void *p, size_t len)
-{
-	if (p)
-		munmap((void *)p, len);
+	return hs_map_page(hs, (uint64_t)page * hs->page_size, prot);
 }
 
 static void memfd_release(struct nproxy_hs *hs)
@@ -46,19 +37,7 @@ static void memfd_release(struct nproxy_hs *hs)
 	/* Stop the device before its pages go away. */
 	npx_devemu_stop(hs->emu);
 	hs->emu = NULL;
-	unmap_page(hs->triggers, hs->page_size);
-	unmap_page(hs->sems, hs->page_size);
-	unmap_page(hs->info, hs->page_size);
-	unmap_page(hs->info_rw, hs->page_size);
-	unmap_page(hs->proxy_state, hs->page_size);
-	hs->proxy_state = NULL;
-	hs->triggers = NULL;
-	hs->sems = NULL;
-	hs->info = NULL;
-	hs->info_rw = NULL;
-	if (hs->fd >= 0)
-		close(hs->fd);
-	hs->fd = -1;
+	hs_unmap_and_close(hs);
 }
 
 static enum nproxy_status memfd_submit(struct nproxy_hs *hs, const struct nproxy_prog_step *steps,

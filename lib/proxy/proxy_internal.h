@@ -69,6 +69,27 @@ void npx_proxy_state_detach(struct nproxy_comm *comm);
 struct nproxy_proxy_task *npx_proxy_state_task_claim(struct nproxy_comm *comm,
 						 const struct proxy_task *task);
 
+/* A claimed slot's first contents: a task of type in INIT, stamped now. */
+static inline void proxy_state_task_fill(struct nproxy_proxy_task *slot, uint16_t type,
+					 uint64_t ctx, uint64_t exec_id, uint32_t trigger_mask)
+{
+	uint64_t now = npx_coarse_now_ns();
+	uint32_t s = npx_seq_write_begin(&slot->seq);
+
+	NPX_SEQ_STORE(slot->type, type);
+	NPX_SEQ_STORE(slot->run_state, (uint16_t)NPROXY_TASK_STATE_INIT);
+	NPX_SEQ_STORE(slot->ctx, ctx);
+	NPX_SEQ_STORE(slot->exec_id, exec_id);
+	NPX_SEQ_STORE(slot->enqueue_ns, now);
+	NPX_SEQ_STORE(slot->state_ns, now);
+	NPX_SEQ_STORE(slot->progress_ns, now);
+	NPX_SEQ_STORE(slot->trigger_mask, trigger_mask);
+	NPX_SEQ_STORE(slot->bb, 0);
+	NPX_SEQ_STORE(slot->n_sems, 0);
+	NPX_SEQ_STORE(slot->status, 0);
+	npx_seq_write_end(&slot->seq, s);
+}
+
 /* A run_state change (worker).  Repeated states cost one compare. */
 static inline void proxy_state_task_state(struct nproxy_proxy_task *slot, uint32_t run_state,
 					  int status)

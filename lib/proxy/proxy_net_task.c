@@ -72,6 +72,18 @@ static void net_fail(struct net_task *nt, enum nproxy_status rc)
 	net_finish(nt, net_abort_blocks(nt, rc));
 }
 
+/* The seam's `what` (progress, stop) of block bb of stream s failed: say so, end with rc. */
+static void net_seam_failed(struct net_task *nt, const char *what, enum nproxy_status rc,
+			    uint32_t s, uint32_t bb)
+{
+	const struct nproxy_comm *comm = nt->base.comm;
+
+	nproxy_log(NPROXY_LOG_ERROR,
+		   "[nec_dev %u] network proxy %s returns %d (rank %u stream %u bb %u)",
+		   comm->device_index, what, (int)rc, comm->rank, s, bb);
+	net_fail(nt, rc);
+}
+
 /* libnrt's init_network_proxy: start() every block of every stream. */
 static enum nproxy_status net_start_blocks(struct net_task *nt)
 {
@@ -100,7 +112,6 @@ static enum nproxy_status net_start_blocks(struct net_task *nt)
 /* libnrt's proxy_progress, over every unfinished stream. */
 static void net_progress(struct net_task *nt)
 {
-	const struct nproxy_comm *comm = nt->base.comm;
 	bool moved = false, all_done = true;
 	uint32_t s;
 
@@ -114,10 +125,7 @@ static void net_progress(struct net_task *nt)
 			continue;
 		rc = nt->seam.ops->progress(nt->seam.engine, s, bb, &idle, &block_done, &done);
 		if (rc != NPROXY_SUCCESS) {
-			nproxy_log(NPROXY_LOG_ERROR,
-				   "[nec_dev %u] network proxy progress returns %d (rank %u stream %u bb %u)",
-				   comm->device_index, (int)rc, comm->rank, s, bb);
-			net_fail(nt, rc);
+			net_seam_failed(nt, "progress", rc, s, bb);
 			return;
 		}
 		if (!idle)
@@ -129,10 +137,7 @@ static void net_progress(struct net_task *nt)
 				proxy_state_task_bb(nt->base.status->pub, ns->cur_bb);
 			rc = nt->seam.ops->stop(nt->seam.engine, s, bb);
 			if (rc != NPROXY_SUCCESS) {
-				nproxy_log(NPROXY_LOG_ERROR,
-					   "[nec_dev %u] network proxy stop returns %d (rank %u stream %u bb %u)",
-					   comm->device_index, (int)rc, comm->rank, s, bb);
-				net_fail(nt, rc);
+				net_seam_failed(nt, "stop", rc, s, bb);
 				return;
 			}
 			moved = true;

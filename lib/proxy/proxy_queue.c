@@ -704,41 +704,37 @@ static void status_unlink_matching(struct proxy_queue *q, const struct nproxy_co
 	}
 }
 
-/* Called with mtx held: abort (destroy) every task of comm (all when NULL). */
-static void tasks_drop_matching(struct proxy_queue *q, const struct nproxy_comm *comm)
+/* Cancel and destroy the tasks of comm (all when NULL) in the list *head .. *tail. */
+static void list_drop_matching(struct proxy_task **head, struct proxy_task **tail,
+			       const struct nproxy_comm *comm)
 {
 	struct proxy_task **pt, *t, *prev = NULL;
-	struct proxy_rank_bucket **pb;
 
-	take_incoming(q);
-	for (pt = &q->queue_head; (t = *pt);) {
+	for (pt = head; (t = *pt);) {
 		if (comm && t->comm != comm) {
 			prev = t;
 			pt = &t->next;
 			continue;
 		}
 		*pt = t->next;
-		if (q->queue_tail == t)
-			q->queue_tail = prev;
+		if (*tail == t)
+			*tail = prev;
 		proxy_status_publish(t->status, NPROXY_CANCELLED, NPROXY_TASK_STATE_DONE);
 		t->ops->destroy(t);
 	}
+}
+
+/* Called with mtx held: abort (destroy) every task of comm (all when NULL). */
+static void tasks_drop_matching(struct proxy_queue *q, const struct nproxy_comm *comm)
+{
+	struct proxy_rank_bucket **pb;
+
+	take_incoming(q);
+	list_drop_matching(&q->queue_head, &q->queue_tail, comm);
 	for (pb = &q->active; *pb;) {
 		struct proxy_rank_bucket *b = *pb;
 
-		prev = NULL;
-		for (pt = &b->head; (t = *pt);) {
-			if (comm && t->comm != comm) {
-				prev = t;
-				pt = &t->next;
-				continue;
-			}
-			*pt = t->next;
-			if (b->tail == t)
-				b->tail = prev;
-			proxy_status_publish(t->status, NPROXY_CANCELLED, NPROXY_TASK_STATE_DONE);
-			t->ops->destroy(t);
-		}
+		list_drop_matching(&b->head, &b->tail, comm);
 		if (!b->head) {
 			*pb = b->next;
 			free(b);

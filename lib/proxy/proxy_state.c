@@ -101,8 +101,8 @@ struct nproxy_proxy_task *npx_proxy_state_task_claim(struct nproxy_comm *comm,
 {
 	struct nproxy_proxy_state *ps = comm->pub;
 	struct nproxy_proxy_task *slot;
-	uint32_t i, mask = 0, s;
-	uint64_t n, now;
+	uint32_t i, mask = 0;
+	uint64_t n;
 
 	if (!ps)
 		return NULL;
@@ -114,20 +114,8 @@ struct nproxy_proxy_task *npx_proxy_state_task_claim(struct nproxy_comm *comm,
 		if (stream >= 0)
 			mask |= 1u << stream;
 	}
-	now = npx_coarse_now_ns();
-	s = npx_seq_write_begin(&slot->seq);
-	NPX_SEQ_STORE(slot->type, (uint16_t)task->ops->type);
-	NPX_SEQ_STORE(slot->run_state, (uint16_t)NPROXY_TASK_STATE_INIT);
-	NPX_SEQ_STORE(slot->ctx, task->status->enc_ctx);
-	NPX_SEQ_STORE(slot->exec_id, task->exec_id);
-	NPX_SEQ_STORE(slot->enqueue_ns, now);
-	NPX_SEQ_STORE(slot->state_ns, now);
-	NPX_SEQ_STORE(slot->progress_ns, now);
-	NPX_SEQ_STORE(slot->trigger_mask, mask);
-	NPX_SEQ_STORE(slot->bb, 0);
-	NPX_SEQ_STORE(slot->n_sems, 0);
-	NPX_SEQ_STORE(slot->status, 0);
-	npx_seq_write_end(&slot->seq, s);
+	proxy_state_task_fill(slot, (uint16_t)task->ops->type, task->status->enc_ctx, task->exec_id,
+			      mask);
 	if (task->ops->type == NPROXY_TASK_NETWORK)
 		__atomic_store_n(&ps->ops_enqueued,
 				 __atomic_load_n(&ps->ops_enqueued, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);

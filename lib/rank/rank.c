@@ -49,13 +49,10 @@ static enum nproxy_status rank_fail(struct nproxy_rank *r, enum nproxy_status st
 				    const char *fmt, ...)
 {
 	va_list ap;
-	int n;
 
-	n = snprintf(r->err, sizeof(r->err), "rank %u: ", r->rank);
 	va_start(ap, fmt);
-	vsnprintf(r->err + n, sizeof(r->err) - (size_t)n, fmt, ap);
+	npx_errbuf_vset_rank(r->err, sizeof(r->err), r->rank, fmt, ap);
 	va_end(ap);
-	nproxy_log(NPROXY_LOG_ERROR, "%s", r->err);
 	return st;
 }
 

@@ -105,8 +105,7 @@ TEST(bcast_5_ranks)
 {
 	struct ag_arg arg = { .rounds = 10 };
 
-	bp_t_job(arg.job, sizeof(arg.job), "bc");
-	ASSERT_EQ(0, bp_t_run(bcast_rank, 5, &arg, 25000));
+	ASSERT_EQ(0, BP_T_RUN_JOB(&arg, "bc", bcast_rank, 5, 25000));
 }
 
 /* Mixing collectives in different orders is detected, not mis-delivered. */
@@ -139,8 +138,7 @@ TEST(mismatched_collectives)
 {
 	struct ag_arg arg = { 0 };
 
-	bp_t_job(arg.job, sizeof(arg.job), "mm");
-	ASSERT_EQ(0, bp_t_run(mismatch_rank, 3, &arg, 15000));
+	ASSERT_EQ(0, BP_T_RUN_JOB(&arg, "mm", mismatch_rank, 3, 15000));
 }
 
 TEST_HARNESS_MAIN

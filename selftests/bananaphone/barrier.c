@@ -113,8 +113,7 @@ TEST(barrier_nonblocking)
 
 	arg.entered = bp_t_shared(NPROXY_BP_MAX_RANKS * sizeof(uint64_t));
 	ASSERT_NE(NULL, arg.entered);
-	bp_t_job(arg.job, sizeof(arg.job), "nb");
-	ASSERT_EQ(0, bp_t_run(nonblocking_rank, 4, &arg, 25000));
+	ASSERT_EQ(0, BP_T_RUN_JOB(&arg, "nb", nonblocking_rank, 4, 25000));
 }
 
 /* Arrive/test before the join completed: the arrival is held back. */
@@ -144,8 +143,7 @@ TEST(barrier_arrive_before_join)
 {
 	struct bar_arg arg = { 0 };
 
-	bp_t_job(arg.job, sizeof(arg.job), "ea");
-	ASSERT_EQ(0, bp_t_run(early_arrive_rank, 3, &arg, 20000));
+	ASSERT_EQ(0, BP_T_RUN_JOB(&arg, "ea", early_arrive_rank, 3, 20000));
 }
 
 /* A barrier that times out can be retried: the retry waits for the same one. */
@@ -155,8 +153,7 @@ static int retry_rank(uint32_t rank, uint32_t n, void *varg)
 	enum nproxy_status st;
 	struct nproxy_bp *bp;
 
-	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
-	BP_T_CHECK(nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "first barrier");
+	BP_T_CHECK(bp_t_join_all(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
 	if (rank == 1) {
 		uint64_t end = bp_t_now_ms() + 10000;
 
@@ -188,8 +185,7 @@ TEST(barrier_timeout_retry)
 
 	arg.entered = bp_t_shared(NPROXY_BP_MAX_RANKS * sizeof(uint64_t));
 	ASSERT_NE(NULL, arg.entered);
-	bp_t_job(arg.job, sizeof(arg.job), "rt");
-	ASSERT_EQ(0, bp_t_run(retry_rank, 3, &arg, 20000));
+	ASSERT_EQ(0, BP_T_RUN_JOB(&arg, "rt", retry_rank, 3, 20000));
 	munmap((void *)arg.entered, NPROXY_BP_MAX_RANKS * sizeof(uint64_t));
 }
 

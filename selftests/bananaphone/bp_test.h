@@ -87,6 +87,11 @@ static inline int bp_t_run(bp_rank_fn fn, uint32_t n, void *arg, unsigned int de
 	return (int)n - ok;
 }
 
+/* Name a new job in arg->job (from name) and bp_t_run() ranks 0..n-1 of fn on arg. */
+#define BP_T_RUN_JOB(arg, name, fn, n, deadline_ms) ({			\
+	bp_t_job((arg)->job, sizeof((arg)->job), name);			\
+	bp_t_run(fn, n, arg, deadline_ms); })
+
 /* Open with the tests' timeout, saying why when it fails. */
 static inline enum nproxy_status bp_t_join(const char *job, uint32_t rank, uint32_t n,
 					   struct nproxy_bp **bp)
@@ -96,6 +101,21 @@ static inline enum nproxy_status bp_t_join(const char *job, uint32_t rank, uint3
 	if (st)
 		fprintf(stderr, "# rank %u: join: %s: %s\n", rank, nproxy_status_str(st),
 			nproxy_bp_strerror(NULL));
+	return st;
+}
+
+/* bp_t_join(), then a first barrier: every rank is in. */
+static inline enum nproxy_status bp_t_join_all(const char *job, uint32_t rank, uint32_t n,
+					       struct nproxy_bp **bp)
+{
+	enum nproxy_status st = bp_t_join(job, rank, n, bp);
+
+	if (st)
+		return st;
+	st = nproxy_bp_barrier(*bp, BP_T_TIMEOUT_MS);
+	if (st)
+		fprintf(stderr, "# rank %u: first barrier: %s: %s\n", rank, nproxy_status_str(st),
+			nproxy_bp_strerror(*bp));
 	return st;
 }
 

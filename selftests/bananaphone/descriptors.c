@@ -51,8 +51,7 @@ TEST(sixty_four_processes_hold_o1_fds_each)
 
 	arg.held = bp_t_shared(FD_RANKS * sizeof(int));
 	ASSERT_NE(NULL, arg.held);
-	bp_t_job(arg.job, sizeof(arg.job), "fds");
-	ASSERT_EQ(0, bp_t_run(fd_rank, FD_RANKS, &arg, 60000));
+	ASSERT_EQ(0, BP_T_RUN_JOB(&arg, "fds", fd_rank, FD_RANKS, 60000));
 	for (r = 0; r < FD_RANKS; r++) {
 		total += arg.held[r];
 		if (r)

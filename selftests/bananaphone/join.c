@@ -46,16 +46,14 @@ TEST(leader_late)
 {
 	struct join_arg arg = { .delay_ms = { 400 } };
 
-	bp_t_job(arg.job, sizeof(arg.job), "ll");
-	ASSERT_EQ(0, bp_t_run(tagged_rank, 4, &arg, 20000));
+	ASSERT_EQ(0, BP_T_RUN_JOB(&arg, "ll", tagged_rank, 4, 20000));
 }
 
 TEST(follower_late)
 {
 	struct join_arg arg = { .delay_ms = { 0, 0, 400, 0, 200 } };
 
-	bp_t_job(arg.job, sizeof(arg.job), "fl");
-	ASSERT_EQ(0, bp_t_run(tagged_rank, 5, &arg, 20000));
+	ASSERT_EQ(0, BP_T_RUN_JOB(&arg, "fl", tagged_rank, 5, 20000));
 }
 
 /* Two jobs of 4 ranks at once: each sees only its own parts. */
@@ -296,8 +294,7 @@ TEST(collective_bad_arguments)
 {
 	struct join_arg arg = { 0 };
 
-	bp_t_job(arg.job, sizeof(arg.job), "ba");
-	ASSERT_EQ(0, bp_t_run(badarg_rank, 3, &arg, 20000));
+	ASSERT_EQ(0, BP_T_RUN_JOB(&arg, "ba", badarg_rank, 3, 20000));
 }
 
 TEST_HARNESS_MAIN

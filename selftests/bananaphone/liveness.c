@@ -206,6 +206,43 @@ struct hang_arg {
 	struct report rep[NPROXY_BP_MAX_RANKS];
 };
 
+/* Record what rank's last call returned (st, and the bus's text), then leave. */
+static int report_and_leave(struct hang_arg *arg, uint32_t rank, struct nproxy_bp *bp,
+			    enum nproxy_status st)
+{
+	arg->rep[rank].status = st;
+	snprintf(arg->rep[rank].text, sizeof(arg->rep[rank].text), "%s", nproxy_bp_strerror(bp));
+	bp_t_leave(bp);
+	return 0;
+}
+
+/* Expect rank r's report to be want and to name who ("rank 3 (pid"). */
+static void expect_report(struct __test_metadata *_metadata, const struct hang_arg *arg,
+			  uint32_t r, enum nproxy_status want, const char *who)
+{
+	EXPECT_EQ(want, arg->rep[r].status) {
+		TH_LOG("rank %u: %s", r, arg->rep[r].text);
+	}
+	EXPECT_NE(NULL, strstr(arg->rep[r].text, who)) {
+		TH_LOG("rank %u: %s", r, arg->rep[r].text);
+	}
+}
+
+/* A new job (name from tag) of fn on n ranks, run to the end; the shared arg, or NULL. */
+static struct hang_arg *run_hang_job(bp_rank_fn fn, uint32_t n, const char *tag, bool use_barrier)
+{
+	struct hang_arg *arg = bp_t_shared(sizeof(*arg));
+
+	if (!arg)
+		return NULL;
+	arg->use_barrier = use_barrier;
+	if (BP_T_RUN_JOB(arg, tag, fn, n, 15000)) {
+		munmap(arg, sizeof(*arg));
+		return NULL;
+	}
+	return arg;
+}
+
 static int hangup_rank(uint32_t rank, uint32_t n, void *varg)
 {
 	struct hang_arg *arg = varg;
@@ -224,31 +261,21 @@ static int hangup_rank(uint32_t rank, uint32_t n, void *varg)
 		return 0;	/* and exit: must still read as "left", not "dead" */
 	}
 	bp_t_sleep_ms(200);
-	arg->rep[rank].status = arg->use_barrier ?
-		nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) :
-		nproxy_bp_allgather(bp, "b", 1, &all, lens, offs, BP_T_TIMEOUT_MS);
-	snprintf(arg->rep[rank].text, sizeof(arg->rep[rank].text), "%s", nproxy_bp_strerror(bp));
-	bp_t_leave(bp);
+	report_and_leave(arg, rank, bp, arg->use_barrier ?
+			 nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) :
+			 nproxy_bp_allgather(bp, "b", 1, &all, lens, offs, BP_T_TIMEOUT_MS));
 	arg->rep[rank].fds_after = bp_t_count_fds();
 	return 0;
 }
 
 static void run_hangup(struct __test_metadata *_metadata, bool use_barrier)
 {
-	struct hang_arg *arg = bp_t_shared(sizeof(*arg));
 	uint32_t n = 4, r;
+	struct hang_arg *arg = run_hang_job(hangup_rank, n, "hu", use_barrier);
 
 	ASSERT_NE(NULL, arg);
-	arg->use_barrier = use_barrier;
-	bp_t_job(arg->job, sizeof(arg->job), "hu");
-	ASSERT_EQ(0, bp_t_run(hangup_rank, n, arg, 15000));
 	for (r = 0; r < n - 1; r++) {
-		EXPECT_EQ(NPROXY_PEER_LEFT, arg->rep[r].status) {
-			TH_LOG("rank %u: %s", r, arg->rep[r].text);
-		}
-		EXPECT_NE(NULL, strstr(arg->rep[r].text, "rank 3 (pid")) {
-			TH_LOG("rank %u: %s", r, arg->rep[r].text);
-		}
+		expect_report(_metadata, arg, r, NPROXY_PEER_LEFT, "rank 3 (pid");
 		EXPECT_EQ(arg->rep[r].fds_before, arg->rep[r].fds_after);
 	}
 	munmap(arg, sizeof(*arg));
@@ -266,8 +293,7 @@ static int bcast_then_leave(uint32_t rank, uint32_t n, void *varg)
 	void *out = NULL;
 	struct nproxy_bp *bp;
 
-	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
-	BP_T_CHECK(nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier");
+	BP_T_CHECK(bp_t_join_all(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
 	if (rank == 1)
 		bp_t_sleep_ms(300);	/* the leader is gone by now */
 	BP_T_CHECK(nproxy_bp_bcast(bp, msg, sizeof(msg), &out, &len, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS,
@@ -281,11 +307,9 @@ static int bcast_then_leave(uint32_t rank, uint32_t n, void *varg)
 
 TEST(data_before_hangup_delivered)
 {
-	struct hang_arg *arg = bp_t_shared(sizeof(*arg));
+	struct hang_arg *arg = run_hang_job(bcast_then_leave, 3, "dh", false);
 
 	ASSERT_NE(NULL, arg);
-	bp_t_job(arg->job, sizeof(arg->job), "dh");
-	ASSERT_EQ(0, bp_t_run(bcast_then_leave, 3, arg, 15000));
 	munmap(arg, sizeof(*arg));
 }
 
@@ -295,32 +319,22 @@ static int cleanup_only_rank(uint32_t rank, uint32_t n, void *varg)
 	struct hang_arg *arg = varg;
 	struct nproxy_bp *bp;
 
-	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
-	BP_T_CHECK(nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier");
+	BP_T_CHECK(bp_t_join_all(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
 	if (rank == 1) {
 		nproxy_bp_close(bp);
 		return 0;	/* exits without hanging up */
 	}
-	arg->rep[rank].status = nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS);
-	snprintf(arg->rep[rank].text, sizeof(arg->rep[rank].text), "%s", nproxy_bp_strerror(bp));
-	bp_t_leave(bp);
-	return 0;
+	return report_and_leave(arg, rank, bp, nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS));
 }
 
 TEST(cleanup_without_hangup_is_a_death)
 {
-	struct hang_arg *arg = bp_t_shared(sizeof(*arg));
+	struct hang_arg *arg = run_hang_job(cleanup_only_rank, 3, "co", false);
 	uint32_t r;
 
 	ASSERT_NE(NULL, arg);
-	bp_t_job(arg->job, sizeof(arg->job), "co");
-	ASSERT_EQ(0, bp_t_run(cleanup_only_rank, 3, arg, 15000));
-	for (r = 0; r < 3; r += 2) {
-		EXPECT_EQ(NPROXY_PEER_DEAD, arg->rep[r].status) {
-			TH_LOG("rank %u: %s", r, arg->rep[r].text);
-		}
-		EXPECT_NE(NULL, strstr(arg->rep[r].text, "rank 1 (pid"));
-	}
+	for (r = 0; r < 3; r += 2)
+		expect_report(_metadata, arg, r, NPROXY_PEER_DEAD, "rank 1 (pid");
 	munmap(arg, sizeof(*arg));
 }
 
@@ -332,10 +346,10 @@ TEST(cleanup_without_hangup_is_a_death)
 static int abandon_rank(uint32_t rank, uint32_t n, void *varg)
 {
 	struct hang_arg *arg = varg;
+	enum nproxy_status st;
 	struct nproxy_bp *bp;
 
-	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
-	BP_T_CHECK(nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier");
+	BP_T_CHECK(bp_t_join_all(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
 	if (rank == 2) {
 		nproxy_bp_close(bp);
 		return 0;	/* dies: exits without hanging up */
@@ -348,29 +362,20 @@ static int abandon_rank(uint32_t rank, uint32_t n, void *varg)
 		return 0;
 	}
 	bp_t_sleep_ms(400);	/* both are gone by now */
-	arg->rep[rank].status = nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS);
-	snprintf(arg->rep[rank].text, sizeof(arg->rep[rank].text), "%s", nproxy_bp_strerror(bp));
+	st = nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS);
 	arg->rep[rank].blame_of_1 = (int)nproxy_bp_blame(bp, 1);
 	arg->rep[rank].blame_of_2 = (int)nproxy_bp_blame(bp, 2);
-	bp_t_leave(bp);
-	return 0;
+	return report_and_leave(arg, rank, bp, st);
 }
 
 TEST(a_rank_that_gave_up_names_the_dead_rank_it_saw)
 {
-	struct hang_arg *arg = bp_t_shared(sizeof(*arg));
+	struct hang_arg *arg = run_hang_job(abandon_rank, 4, "ab", false);
 	uint32_t r;
 
 	ASSERT_NE(NULL, arg);
-	bp_t_job(arg->job, sizeof(arg->job), "ab");
-	ASSERT_EQ(0, bp_t_run(abandon_rank, 4, arg, 15000));
 	for (r = 0; r < 4; r += 3) {
-		EXPECT_EQ(NPROXY_PEER_DEAD, arg->rep[r].status) {
-			TH_LOG("rank %u: %s", r, arg->rep[r].text);
-		}
-		EXPECT_NE(NULL, strstr(arg->rep[r].text, ": rank 2 (pid")) {
-			TH_LOG("rank %u: %s", r, arg->rep[r].text);
-		}
+		expect_report(_metadata, arg, r, NPROXY_PEER_DEAD, ": rank 2 (pid");
 		EXPECT_EQ(2, arg->rep[r].blame_of_1);	/* what rank 1 saw */
 		EXPECT_EQ(2, arg->rep[r].blame_of_2);	/* rank 2 itself */
 	}
@@ -386,8 +391,7 @@ static int nb_dead_rank(uint32_t rank, uint32_t n, void *varg)
 	struct nproxy_bp *bp;
 	bool done = false;
 
-	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
-	BP_T_CHECK(nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier");
+	BP_T_CHECK(bp_t_join_all(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
 	if (rank == 1) {
 		bp_t_sleep_ms(100);
 		kill(getpid(), SIGKILL);
@@ -398,10 +402,7 @@ static int nb_dead_rank(uint32_t rank, uint32_t n, void *varg)
 		st = nproxy_bp_barrier_test(bp, 2, &done);
 		usleep(200);
 	}
-	arg->rep[rank].status = st;
-	snprintf(arg->rep[rank].text, sizeof(arg->rep[rank].text), "%s", nproxy_bp_strerror(bp));
-	bp_t_leave(bp);
-	return 0;
+	return report_and_leave(arg, rank, bp, st);
 }
 
 TEST(barrier_test_reports_death)
@@ -418,10 +419,7 @@ TEST(barrier_test_reports_death)
 	EXPECT_EQ(128 + SIGKILL, run.status[1]);
 	for (r = 0; r < 3; r += 2) {
 		EXPECT_EQ(0, run.status[r]);
-		EXPECT_EQ(NPROXY_PEER_DEAD, arg->rep[r].status) {
-			TH_LOG("rank %u: %s", r, arg->rep[r].text);
-		}
-		EXPECT_NE(NULL, strstr(arg->rep[r].text, "rank 1 (pid"));
+		expect_report(_metadata, arg, r, NPROXY_PEER_DEAD, "rank 1 (pid");
 	}
 	munmap(arg, sizeof(*arg));
 }

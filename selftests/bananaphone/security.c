@@ -84,6 +84,67 @@ static void client_done(struct sec_arg *arg)
 	__atomic_fetch_add(&arg->answered, 1, __ATOMIC_SEQ_CST);
 }
 
+/* The leader's answer on fd (its status and text) into client slot idx; fd is closed. */
+static void record_reply(struct sec_arg *arg, uint32_t idx, int fd)
+{
+	struct bp_wire_reply reply;
+
+	arg->status[idx] = read_reply(fd, &reply);
+	snprintf(arg->text[idx], sizeof(arg->text[idx]), "%s", reply.text);
+	close(fd);
+}
+
+/* A perfect HELLO for rank 1 of 2 on fd, and the answer into slot 0. */
+static void hello_and_record(struct sec_arg *arg, int fd)
+{
+	struct bp_wire_hello h;
+
+	make_hello(&h, arg->job, 1, 2);
+	/* May fail with EPIPE if we were refused already: read why anyway. */
+	(void)send(fd, &h, sizeof(h), MSG_NOSIGNAL);
+	record_reply(arg, 0, fd);
+}
+
+/*
+ * A new job (name from tag): ranks 0 and 1 of rank_fn and n_clients raw
+ * clients client_fn(0..), reaped; expect every one to have exited 0 in
+ * time.  The shared arg (munmap() it), or NULL.
+ */
+static struct sec_arg *run_job_and_clients(struct __test_metadata *_metadata, const char *tag,
+					   bp_rank_fn rank_fn, bp_rank_fn client_fn,
+					   uint32_t n_clients)
+{
+	struct sec_arg *arg = bp_t_shared(sizeof(*arg));
+	struct bp_run run = { 0 };
+	uint32_t i;
+
+	if (!arg)
+		return NULL;
+	bp_t_job(arg->job, sizeof(arg->job), tag);
+	arg->expect_clients = (int)n_clients;
+	run.pids[0] = bp_t_spawn(rank_fn, 0, 2, arg);
+	run.pids[1] = bp_t_spawn(rank_fn, 1, 2, arg);
+	for (i = 0; i < n_clients; i++)
+		run.pids[2 + i] = bp_t_spawn(client_fn, i, 0, arg);
+	bp_t_reap(&run, 2 + (int)n_clients, 20000);
+	EXPECT_EQ(0, run.stragglers);
+	for (i = 0; i < 2 + n_clients; i++) {
+		EXPECT_EQ(0, run.status[i]) {
+			TH_LOG("process %u (2 and up: client %u)", i, i - 2);
+		}
+	}
+	return arg;
+}
+
+/* Raw client idx was answered with st (a REFUSE status, or -1 for none). */
+static void expect_answer(struct __test_metadata *_metadata, const struct sec_arg *arg,
+			  uint32_t idx, int st)
+{
+	EXPECT_EQ(st, arg->status[idx]) {
+		TH_LOG("client %u: status %d '%s'", idx, arg->status[idx], arg->text[idx]);
+	}
+}
+
 /* Leader + one real follower; the follower joins late so the raw clients get in first. */
 static int job_rank(uint32_t rank, uint32_t n, void *varg)
 {
@@ -118,8 +179,6 @@ static int job_rank(uint32_t rank, uint32_t n, void *varg)
 static int nobody_client(uint32_t idx, uint32_t n, void *varg)
 {
 	struct sec_arg *arg = varg;
-	struct bp_wire_reply reply;
-	struct bp_wire_hello h;
 	uint32_t rank = 0;
 	struct nproxy_bp *bp;
 	int fd;
@@ -131,36 +190,20 @@ static int nobody_client(uint32_t idx, uint32_t n, void *varg)
 	BP_T_CHECK(nproxy_test_bp_open(arg->job, 1, 2, 100, &bp) == NPROXY_TIMEOUT, "found root's job");
 	fd = raw_connect(arg->job, 0);
 	BP_T_CHECK(fd >= 0, "connect to root's job");
-	make_hello(&h, arg->job, 1, 2);
-	/* May fail with EPIPE if we were refused already: read why anyway. */
-	(void)send(fd, &h, sizeof(h), MSG_NOSIGNAL);
-	arg->status[0] = read_reply(fd, &reply);
-	snprintf(arg->text[0], sizeof(arg->text[0]), "%s", reply.text);
-	close(fd);
+	hello_and_record(arg, fd);
 	client_done(arg);
 	return 0;
 }
 
 TEST(wrong_uid_refused)
 {
-	struct sec_arg *arg = bp_t_shared(sizeof(*arg));
-	struct bp_run run = { 0 };
+	struct sec_arg *arg;
 
-	ASSERT_NE(NULL, arg);
 	if (geteuid() != 0)
 		SKIP(return, "needs root to drop to uid nobody");
-	bp_t_job(arg->job, sizeof(arg->job), "uid");
-	arg->expect_clients = 1;
-	run.pids[0] = bp_t_spawn(job_rank, 0, 2, arg);
-	run.pids[1] = bp_t_spawn(job_rank, 1, 2, arg);
-	run.pids[2] = bp_t_spawn(nobody_client, 2, 0, arg);
-	bp_t_reap(&run, 3, 20000);
-	EXPECT_EQ(0, run.status[0]);
-	EXPECT_EQ(0, run.status[1]);
-	EXPECT_EQ(0, run.status[2]);
-	EXPECT_EQ(NPROXY_PERM, arg->status[0]) {
-		TH_LOG("reply: %d '%s'", arg->status[0], arg->text[0]);
-	}
+	arg = run_job_and_clients(_metadata, "uid", job_rank, nobody_client, 1);
+	ASSERT_NE(NULL, arg);
+	expect_answer(_metadata, arg, 0, NPROXY_PERM);
 	EXPECT_NE(NULL, strstr(arg->text[0], "uid"));
 	munmap(arg, sizeof(*arg));
 }
@@ -307,38 +350,20 @@ static int bad_client(uint32_t kind, uint32_t n, void *varg)
 		BP_T_CHECK(send(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h), "send");
 		break;
 	}
-	arg->status[kind] = read_reply(fd, &reply);
-	snprintf(arg->text[kind], sizeof(arg->text[kind]), "%s", reply.text);
-	close(fd);
+	record_reply(arg, kind, fd);
 	client_done(arg);
 	return 0;
 }
 
 TEST(malformed_join_messages)
 {
-	struct sec_arg *arg = bp_t_shared(sizeof(*arg));
-	struct bp_run run = { 0 };
-	uint32_t k;
+	struct sec_arg *arg = run_job_and_clients(_metadata, "mal", job_rank, bad_client, BAD_COUNT);
 
 	ASSERT_NE(NULL, arg);
-	bp_t_job(arg->job, sizeof(arg->job), "mal");
-	arg->expect_clients = BAD_COUNT;
-	run.pids[0] = bp_t_spawn(job_rank, 0, 2, arg);
-	run.pids[1] = bp_t_spawn(job_rank, 1, 2, arg);
-	for (k = 0; k < BAD_COUNT; k++)
-		run.pids[2 + k] = bp_t_spawn(bad_client, k, 0, arg);
-	bp_t_reap(&run, 2 + BAD_COUNT, 20000);
-	EXPECT_EQ(0, run.stragglers);
-	EXPECT_EQ(0, run.status[0]);
-	EXPECT_EQ(0, run.status[1]);
 	EXPECT_EQ(NPROXY_SUCCESS, arg->leader_status);
 	EXPECT_EQ(arg->leader_fds_before, arg->leader_fds_after);
-	for (k = 0; k < BAD_COUNT; k++) {
-		EXPECT_EQ(0, run.status[2 + k]);
-		EXPECT_EQ(bad_expect[k], arg->status[k]) {
-			TH_LOG("client %u: status %d '%s'", k, arg->status[k], arg->text[k]);
-		}
-	}
+	for (uint32_t k = 0; k < BAD_COUNT; k++)
+		expect_answer(_metadata, arg, k, bad_expect[k]);
 	munmap(arg, sizeof(*arg));
 }
 
@@ -346,8 +371,6 @@ TEST(malformed_join_messages)
 static int late_client(uint32_t idx, uint32_t n, void *varg)
 {
 	struct sec_arg *arg = varg;
-	struct bp_wire_reply reply;
-	struct bp_wire_hello h;
 	uint64_t end = bp_t_now_ms() + 10000;
 	uint32_t rank = idx;
 	int fd;
@@ -357,12 +380,7 @@ static int late_client(uint32_t idx, uint32_t n, void *varg)
 		bp_t_sleep_ms(5);
 	fd = raw_connect(arg->job, geteuid());
 	BP_T_CHECK(fd >= 0, "connect");
-	make_hello(&h, arg->job, 1, 2);
-	/* May fail with EPIPE if we were refused already: read why anyway. */
-	(void)send(fd, &h, sizeof(h), MSG_NOSIGNAL);
-	arg->status[0] = read_reply(fd, &reply);
-	snprintf(arg->text[0], sizeof(arg->text[0]), "%s", reply.text);
-	close(fd);
+	hello_and_record(arg, fd);
 	__atomic_store_n(&arg->status[1], 1, __ATOMIC_RELEASE);
 	return 0;
 }
@@ -375,8 +393,7 @@ static int busy_job_rank(uint32_t rank, uint32_t n, void *varg)
 	uint64_t end = bp_t_now_ms() + 10000;
 	struct nproxy_bp *bp;
 
-	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
-	BP_T_CHECK(nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "first barrier");
+	BP_T_CHECK(bp_t_join_all(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
 	__atomic_store_n(&arg->answered, 1, __ATOMIC_RELEASE);	/* the job is complete */
 	for (;;) {
 		int stop = __atomic_load_n(&arg->status[1], __ATOMIC_ACQUIRE) ||
@@ -399,21 +416,10 @@ static int busy_job_rank(uint32_t rank, uint32_t n, void *varg)
 
 TEST(latecomer_refused)
 {
-	struct sec_arg *arg = bp_t_shared(sizeof(*arg));
-	struct bp_run run = { 0 };
+	struct sec_arg *arg = run_job_and_clients(_metadata, "late", busy_job_rank, late_client, 1);
 
 	ASSERT_NE(NULL, arg);
-	bp_t_job(arg->job, sizeof(arg->job), "late");
-	run.pids[0] = bp_t_spawn(busy_job_rank, 0, 2, arg);
-	run.pids[1] = bp_t_spawn(busy_job_rank, 1, 2, arg);
-	run.pids[2] = bp_t_spawn(late_client, 2, 0, arg);
-	bp_t_reap(&run, 3, 20000);
-	EXPECT_EQ(0, run.status[0]);
-	EXPECT_EQ(0, run.status[1]);
-	EXPECT_EQ(0, run.status[2]);
-	EXPECT_EQ(NPROXY_BUSY, arg->status[0]) {
-		TH_LOG("reply %d '%s'", arg->status[0], arg->text[0]);
-	}
+	expect_answer(_metadata, arg, 0, NPROXY_BUSY);
 	munmap(arg, sizeof(*arg));
 }
 

@@ -3,17 +3,27 @@
  * A rank asleep on its bell is woken by the peer that makes it runnable,
  * not by the end of its sleep slice (BP_WAIT_SLICE_MS, the liveness poll).
  * A dropped wake costs every waiter a slice and fails nothing else, so this
- * counts the futex sleeps that a FUTEX_WAKE ended (testlib/futex_spy.h).
+ * counts the futex sleeps that a FUTEX_WAKE ended (testlib/futex_spy.h):
+ *
+ *  - two ranks, rank 0 arriving late: rank 1 is asleep by then, and rank
+ *    0's ring wakes it;
+ *  - every sleeping rank, the leader (rank 0) included, is woken by the
+ *    rank that arrives last at a barrier: with the last rank of three
+ *    arriving 2 ms late, most futex sleeps of ranks 0 and 1 end with a
+ *    FUTEX_WAKE.  A rank the waker skips still passes every barrier, a
+ *    slice late, so only the counts show it.
  */
 #include "kselftest_harness.h"
 #include "bp_test.h"
 #include "futex_spy.h"
 
-#define ROUNDS		100
-#define LATE_MS		2	/* rank 0 arrives this late: rank 1 is asleep by then */
+#define LATE_MS		2	/* the late rank arrives this late: the others are asleep by then */
+#define MAX_RANKS	3
 
 struct wake_arg {
 	char job[96];
+	uint32_t late;		/* the rank that arrives late at every barrier */
+	int rounds;
 	volatile uint64_t *report;	/* shared: per rank { waits, woken } */
 };
 
@@ -21,7 +31,6 @@ static int wake_rank(uint32_t rank, uint32_t n, void *varg)
 {
 	struct wake_arg *arg = varg;
 	struct nproxy_bp *bp;
-	int i;
 
 	/* Park at once: no spin, no yields before the futex sleep. */
 	setenv("NPROXY_BP_SPIN_US", "0", 1);
@@ -29,8 +38,8 @@ static int wake_rank(uint32_t rank, uint32_t n, void *varg)
 	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
 	__atomic_store_n(&futex_spy_waits, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&futex_spy_waits_woken, 0, __ATOMIC_RELAXED);
-	for (i = 0; i < ROUNDS; i++) {
-		if (rank == 0)
+	for (int i = 0; i < arg->rounds; i++) {
+		if (rank == arg->late)
 			bp_t_sleep_ms(LATE_MS);
 		BP_T_CHECK(nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier %d: %s", i,
 			   nproxy_bp_strerror(bp));
@@ -41,23 +50,48 @@ static int wake_rank(uint32_t rank, uint32_t n, void *varg)
 	return 0;
 }
 
+/* n ranks, rank `late` late at each of `rounds` barriers; the report, or NULL. */
+static volatile uint64_t *run_wake(struct wake_arg *arg, const char *tag, uint32_t n)
+{
+	arg->report = bp_t_shared(2 * MAX_RANKS * sizeof(uint64_t));
+	if (!arg->report)
+		return NULL;
+	if (BP_T_RUN_JOB(arg, tag, wake_rank, n, 60000)) {
+		munmap((void *)arg->report, 2 * MAX_RANKS * sizeof(uint64_t));
+		return NULL;
+	}
+	for (uint32_t r = 0; r < n; r++)
+		fprintf(stderr, "# rank %u: %llu futex sleeps, %llu ended by a wake\n", r,
+			(unsigned long long)arg->report[2 * r],
+			(unsigned long long)arg->report[2 * r + 1]);
+	return arg->report;
+}
+
 TEST(a_sleeping_rank_is_woken_by_its_peer_not_by_its_timeout)
 {
-	struct wake_arg arg = { 0 };
-	uint64_t waits, woken;
+	struct wake_arg arg = { .late = 0, .rounds = 100 };
+	volatile uint64_t *report = run_wake(&arg, "wake", 2);
 
-	arg.report = bp_t_shared(4 * sizeof(uint64_t));
-	ASSERT_NE(NULL, arg.report);
-	bp_t_job(arg.job, sizeof(arg.job), "wake");
-	ASSERT_EQ(0, bp_t_run(wake_rank, 2, &arg, 60000));
-	waits = arg.report[2];
-	woken = arg.report[3];
-	TH_LOG("rank 1: %llu futex sleeps, %llu ended by a wake", (unsigned long long)waits,
-	       (unsigned long long)woken);
+	ASSERT_NE(NULL, report);
 	/* Rank 1 sleeps in (nearly) every barrier; most end with rank 0's ring. */
-	EXPECT_GE(waits, 1u);
-	EXPECT_GE(woken, 1u);
-	munmap((void *)arg.report, 4 * sizeof(uint64_t));
+	EXPECT_GE(report[2], 1u);
+	EXPECT_GE(report[3], 1u);
+	munmap((void *)report, 2 * MAX_RANKS * sizeof(uint64_t));
+}
+
+TEST(leader_and_follower_woken_by_the_last_arrival)
+{
+	struct wake_arg arg = { .late = MAX_RANKS - 1, .rounds = 60 };
+	volatile uint64_t *report = run_wake(&arg, "wer", MAX_RANKS);
+
+	ASSERT_NE(NULL, report);
+	for (uint32_t r = 0; r < MAX_RANKS - 1; r++) {
+		uint64_t waits = report[2 * r], woken = report[2 * r + 1];
+
+		EXPECT_LE((uint64_t)arg.rounds / 2, waits) TH_LOG("rank %u", r);
+		EXPECT_LE(waits / 2, woken) TH_LOG("rank %u", r);
+	}
+	munmap((void *)report, 2 * MAX_RANKS * sizeof(uint64_t));
 }
 
 TEST_HARNESS_MAIN

@@ -37,6 +37,16 @@ static int run_job(const char *what, uint32_t n, nproxy_test_rank_fn fn, struct 
 	return bad;
 }
 
+/* A test's job: two ranks of fn (job->phase = phase); both must exit 0. */
+static void two_ranks_ok(struct __test_metadata *_metadata, const char *what,
+			 nproxy_test_rank_fn fn, int phase)
+{
+	struct job job = { .phase = phase };
+	int codes[2];
+
+	ASSERT_EQ(0, run_job(what, 2, fn, &job, codes));
+}
+
 /* What the process holds, back to before once the rank is closed. */
 static int census_back(const struct rt_census *before, uint32_t i)
 {
@@ -129,10 +139,7 @@ static int bad_desc_rank(uint32_t i, uint32_t n, void *arg)
 
 TEST(bad_descriptions_are_refused_and_start_nothing)
 {
-	struct job job = { 0 };
-	int codes[2];
-
-	ASSERT_EQ(0, run_job("bad", 2, bad_desc_rank, &job, codes));
+	two_ranks_ok(_metadata, "bad", bad_desc_rank, 0);
 }
 
 /* ---- busy, nothing in flight, a wait that runs out ---- */
@@ -176,10 +183,7 @@ static int busy_rank(uint32_t i, uint32_t n, void *arg)
 
 TEST(start_while_in_flight_is_busy_and_a_short_wait_collects_nothing)
 {
-	struct job job = { 0 };
-	int codes[2];
-
-	ASSERT_EQ(0, run_job("busy", 2, busy_rank, &job, codes));
+	two_ranks_ok(_metadata, "busy", busy_rank, 0);
 }
 
 /* ---- the op's deadline, a failing device ---- */
@@ -225,18 +229,12 @@ static int deadline_rank(uint32_t i, uint32_t n, void *arg)
 
 TEST(the_ops_deadline_ends_it_and_leaves_nothing)
 {
-	struct job job = { .phase = 0 };
-	int codes[2];
-
-	ASSERT_EQ(0, run_job("deadline", 2, deadline_rank, &job, codes));
+	two_ranks_ok(_metadata, "deadline", deadline_rank, 0);
 }
 
 TEST(a_failing_device_program_ends_the_op_and_leaves_nothing)
 {
-	struct job job = { .phase = 1 };
-	int codes[2];
-
-	ASSERT_EQ(0, run_job("device", 2, deadline_rank, &job, codes));
+	two_ranks_ok(_metadata, "device", deadline_rank, 1);
 }
 
 /* ---- a peer killed before or after its start ---- */
@@ -352,10 +350,7 @@ static int close_rank(uint32_t i, uint32_t n, void *arg)
 
 TEST(close_with_an_op_in_flight_cancels_it)
 {
-	struct job job = { 0 };
-	int codes[2];
-
-	ASSERT_EQ(0, run_job("close", 2, close_rank, &job, codes));
+	two_ranks_ok(_metadata, "close", close_rank, 0);
 }
 
 TEST_HARNESS_MAIN

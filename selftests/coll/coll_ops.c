@@ -39,6 +39,15 @@ static int run_job(const char *what, uint32_t n, nproxy_test_rank_fn fn, struct 
 	return bad;
 }
 
+/* A test's job: n ranks of fn on count elements; each rank must exit 0. */
+static void job_ok(struct __test_metadata *_metadata, const char *what, uint32_t n,
+		   nproxy_test_rank_fn fn, uint64_t count, bool out_of_place)
+{
+	struct job job = { .count = count, .out_of_place = out_of_place };
+
+	ASSERT_EQ(0, run_job(what, n, fn, &job));
+}
+
 /* ---- allgather ---- */
 
 static int allgather_rank(uint32_t i, uint32_t n, void *arg)
@@ -80,16 +89,12 @@ static int allgather_rank(uint32_t i, uint32_t n, void *arg)
 
 TEST(allgather_in_place_2_ranks)
 {
-	struct job job = { .count = 1024 };
-
-	ASSERT_EQ(0, run_job("ag2", 2, allgather_rank, &job));
+	job_ok(_metadata, "ag2", 2, allgather_rank, 1024, false);
 }
 
 TEST(allgather_out_of_place_3_ranks_odd_count)
 {
-	struct job job = { .count = 1001, .out_of_place = true };
-
-	ASSERT_EQ(0, run_job("ag3", 3, allgather_rank, &job));
+	job_ok(_metadata, "ag3", 3, allgather_rank, 1001, true);
 }
 
 /* ---- allreduce: every type, every op ---- */
@@ -188,16 +193,12 @@ static int allreduce_rank(uint32_t i, uint32_t n, void *arg)
 
 TEST(allreduce_every_type_and_op_2_ranks)
 {
-	struct job job = { .count = 256 };
-
-	ASSERT_EQ(0, run_job("ar2", 2, allreduce_rank, &job));
+	job_ok(_metadata, "ar2", 2, allreduce_rank, 256, false);
 }
 
 TEST(allreduce_every_type_and_op_3_ranks_out_of_place_odd_count)
 {
-	struct job job = { .count = 301, .out_of_place = true };
-
-	ASSERT_EQ(0, run_job("ar3", 3, allreduce_rank, &job));
+	job_ok(_metadata, "ar3", 3, allreduce_rank, 301, true);
 }
 
 /*
@@ -223,9 +224,7 @@ TEST(allgather_of_megabytes_3_ranks)
 /* Fewer elements than ranks: some chunks are empty. */
 TEST(allreduce_fewer_elements_than_ranks)
 {
-	struct job job = { .count = 2 };
-
-	ASSERT_EQ(0, run_job("ar3s", 3, allreduce_rank, &job));
+	job_ok(_metadata, "ar3s", 3, allreduce_rank, 2, false);
 }
 
 /* ---- sendrecv ---- */
@@ -263,9 +262,7 @@ static int sendrecv_rank(uint32_t i, uint32_t n, void *arg)
 
 TEST(sendrecv_passes_to_the_next_rank)
 {
-	struct job job = { .count = 4096 };
-
-	ASSERT_EQ(0, run_job("sr3", 3, sendrecv_rank, &job));
+	job_ok(_metadata, "sr3", 3, sendrecv_rank, 4096, false);
 }
 
 /* ---- empty ops, one rank ---- */
@@ -301,16 +298,12 @@ static int empty_rank(uint32_t i, uint32_t n, void *arg)
 
 TEST(an_empty_op_completes_and_touches_nothing)
 {
-	struct job job = { 0 };
-
-	ASSERT_EQ(0, run_job("empty2", 2, empty_rank, &job));
+	job_ok(_metadata, "empty2", 2, empty_rank, 0, false);
 }
 
 TEST(a_one_rank_job_copies_the_input)
 {
-	struct job job = { 0 };
-
-	ASSERT_EQ(0, run_job("one", 1, empty_rank, &job));
+	job_ok(_metadata, "one", 1, empty_rank, 0, false);
 }
 
 /* ---- buffers that change between ops ---- */
@@ -349,9 +342,7 @@ static int churn_rank(uint32_t i, uint32_t n, void *arg)
 
 TEST(buffers_freed_and_reallocated_between_ops)
 {
-	struct job job = { 0 };
-
-	ASSERT_EQ(0, run_job("churn", 2, churn_rank, &job));
+	job_ok(_metadata, "churn", 2, churn_rank, 0, false);
 }
 
 /* ---- a custom op: the caller's block and program ---- */
@@ -407,9 +398,7 @@ static int custom_rank(uint32_t i, uint32_t n, void *arg)
 
 TEST(a_custom_op_runs_the_callers_block_and_program)
 {
-	struct job job = { 0 };
-
-	ASSERT_EQ(0, run_job("custom", 2, custom_rank, &job));
+	job_ok(_metadata, "custom", 2, custom_rank, 0, false);
 }
 
 TEST_HARNESS_MAIN

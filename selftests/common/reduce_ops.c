@@ -48,40 +48,56 @@ static bool f16_is_nan(uint16_t b)
 	return (b & 0x7c00) == 0x7c00 && (b & 0x3ff);
 }
 
-/* Accumulators: every half value; inputs: the awkward ones. */
-TEST(half_matches_ieee_for_every_value)
+/*
+ * Every 16-bit accumulator value (n of them, wrapping) reduced with each of
+ * ins under every operator; wrong(x, y, op, got, &want) says whether the
+ * result got is wrong (want: what it should be).
+ */
+typedef bool (*wrong_fn)(uint16_t x, uint16_t y, enum nproxy_redop op, uint16_t got,
+			 uint16_t *want);
+
+static unsigned int check_16bit(struct __test_metadata *_metadata, enum nproxy_dtype dt,
+				const uint16_t *ins, size_t n_ins, size_t n, wrong_fn wrong)
 {
-	static const uint16_t ins[] = { 0x0000, 0x8000, 0x3c00, 0xbc00, 0x0001, 0x03ff, 0x0400,
-					0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0x3555, 0x4248 };
-	const size_t n = 65536 + 5;	/* not a multiple of 8: the tail too */
-	uint16_t *acc = malloc(n * 2), *in = malloc(n * 2);
+	uint16_t *acc = malloc(n * 2), *in = malloc(n * 2), want;
 	unsigned int bad = 0;
 
 	ASSERT_TRUE(acc && in);
-	for (size_t k = 0; k < sizeof(ins) / sizeof(ins[0]); k++) {
+	for (size_t k = 0; k < n_ins; k++) {
 		for (size_t o = 0; o < sizeof(all_ops) / sizeof(all_ops[0]); o++) {
 			for (size_t i = 0; i < n; i++) {
 				acc[i] = (uint16_t)i;
 				in[i] = ins[k];
 			}
-			ASSERT_EQ(NPROXY_SUCCESS, nproxy_reduce(acc, in, n, NPROXY_FLOAT16, all_ops[o]));
+			ASSERT_EQ(NPROXY_SUCCESS, nproxy_reduce(acc, in, n, dt, all_ops[o]));
 			for (size_t i = 0; i < n; i++) {
-				uint16_t want = f16_bits((_Float16)oracle_op((float)f16_of((uint16_t)i),
-									   (float)f16_of(ins[k]),
-									   all_ops[o]));
-
-				if (f16_is_nan(want) ? !f16_is_nan(acc[i]) : acc[i] != want) {
-					if (bad++ < 5)
-						TH_LOG("%s: 0x%04zx op 0x%04x = 0x%04x, want 0x%04x",
-						       nproxy_redop_name(all_ops[o]), i & 0xffff,
-						       ins[k], acc[i], want);
-				}
+				if (wrong((uint16_t)i, ins[k], all_ops[o], acc[i], &want) && bad++ < 5)
+					TH_LOG("%s %s: 0x%04zx op 0x%04x = 0x%04x, want 0x%04x",
+					       nproxy_dtype_name(dt), nproxy_redop_name(all_ops[o]),
+					       i & 0xffff, ins[k], acc[i], want);
 			}
 		}
 	}
-	EXPECT_EQ(0, bad);
 	free(acc);
 	free(in);
+	return bad;
+}
+
+static bool half_wrong(uint16_t x, uint16_t y, enum nproxy_redop op, uint16_t got, uint16_t *want)
+{
+	*want = f16_bits((_Float16)oracle_op((float)f16_of(x), (float)f16_of(y), op));
+	return f16_is_nan(*want) ? !f16_is_nan(got) : got != *want;
+}
+
+/* Accumulators: every half value; inputs: the awkward ones. */
+TEST(half_matches_ieee_for_every_value)
+{
+	static const uint16_t ins[] = { 0x0000, 0x8000, 0x3c00, 0xbc00, 0x0001, 0x03ff, 0x0400,
+					0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0x3555, 0x4248 };
+
+	/* n not a multiple of 8: the tail too */
+	EXPECT_EQ(0, check_16bit(_metadata, NPROXY_FLOAT16, ins, sizeof(ins) / sizeof(ins[0]),
+				 65536 + 5, half_wrong));
 }
 
 static float bf16_to_float(uint16_t b)
@@ -116,38 +132,21 @@ static uint16_t oracle_bf16(float f)
 	return (lo & 1) ? hi : lo;
 }
 
+static bool bf16_wrong(uint16_t x, uint16_t y, enum nproxy_redop op, uint16_t got, uint16_t *want)
+{
+	float r = oracle_op(bf16_to_float(x), bf16_to_float(y), op);
+
+	*want = oracle_bf16(r);
+	return !(isnan(r) && isnan(bf16_to_float(got))) && got != *want;
+}
+
 TEST(bfloat16_rounds_to_nearest_even)
 {
-	const size_t n = 65536 + 7;
 	static const uint16_t ins[] = { 0x0000, 0x3f80, 0xbf80, 0x3f81, 0x0001, 0x7f7f, 0x7f80,
 					0xff80, 0x7fc0, 0x4049, 0x3c00 };
-	uint16_t *acc = malloc(n * 2), *in = malloc(n * 2);
-	unsigned int bad = 0;
 
-	ASSERT_TRUE(acc && in);
-	for (size_t k = 0; k < sizeof(ins) / sizeof(ins[0]); k++) {
-		for (size_t o = 0; o < sizeof(all_ops) / sizeof(all_ops[0]); o++) {
-			for (size_t i = 0; i < n; i++) {
-				acc[i] = (uint16_t)i;
-				in[i] = ins[k];
-			}
-			ASSERT_EQ(NPROXY_SUCCESS, nproxy_reduce(acc, in, n, NPROXY_BFLOAT16, all_ops[o]));
-			for (size_t i = 0; i < n; i++) {
-				float r = oracle_op(bf16_to_float((uint16_t)i), bf16_to_float(ins[k]),
-						    all_ops[o]);
-				uint16_t want = oracle_bf16(r);
-				bool nan_ok = isnan(r) && isnan(bf16_to_float(acc[i]));
-
-				if (!nan_ok && acc[i] != want && bad++ < 5)
-					TH_LOG("%s: 0x%04zx op 0x%04x = 0x%04x, want 0x%04x",
-					       nproxy_redop_name(all_ops[o]), i & 0xffff, ins[k],
-					       acc[i], want);
-			}
-		}
-	}
-	EXPECT_EQ(0, bad);
-	free(acc);
-	free(in);
+	EXPECT_EQ(0, check_16bit(_metadata, NPROXY_BFLOAT16, ins, sizeof(ins) / sizeof(ins[0]),
+				 65536 + 7, bf16_wrong));
 }
 
 /* The integer and float types: C's arithmetic in the type (wrapping). */

@@ -14,102 +14,98 @@ static bool have_device(void)
 	return access(DEV_PATH, F_OK) == 0;
 }
 
-TEST(forced_kmod_without_module_fails_clearly)
-{
-	struct nproxy_hs_opts o = hs_test_opts(NPROXY_HS_AUTO, 1, 1);
-	struct nproxy_hs *hs = (struct nproxy_hs *)&o;	/* must be overwritten */
+/*
+ * Which backend an open of `asked` gets under NPROXY_HANDSHAKE, or how it
+ * is refused: one row a case, named for the behaviour it checks.
+ */
+FIXTURE(choice) {
+};
 
-	if (have_device())
-		SKIP(return, DEV_PATH " exists: the kmod backend is available here");
-	ASSERT_EQ(0, setenv("NPROXY_HANDSHAKE", "kmod", 1));
-	hs_test_log_capture();
-	EXPECT_ST(NPROXY_UNSUPPORTED, nproxy_hs_open(&o, &hs));
-	EXPECT_EQ(NULL, hs);
-	EXPECT_TRUE(hs_test_log_has(
-		"NPROXY_HANDSHAKE=kmod: /dev/nproxy: No such file or directory (is nproxy.ko loaded?)"));
-	TH_LOG("message: %s", hs_test_log.text);
+FIXTURE_SETUP(choice)
+{
 }
 
-TEST(explicit_kmod_without_module_fails_clearly)
+FIXTURE_TEARDOWN(choice)
 {
-	struct nproxy_hs_opts o = hs_test_opts(NPROXY_HS_KMOD, 1, 1);
-	struct nproxy_hs *hs = NULL;
-
-	if (have_device())
-		SKIP(return, DEV_PATH " exists: the kmod backend is available here");
-	hs_test_log_capture();
-	EXPECT_ST(NPROXY_UNSUPPORTED, nproxy_hs_open(&o, &hs));
-	EXPECT_EQ(NULL, hs);
-	EXPECT_TRUE(hs_test_log_has("the kmod backend (asked for by the caller): /dev/nproxy: No such file or directory"));
 }
 
-TEST(forced_kmod_with_module_uses_it)
-{
-	struct nproxy_hs_opts o = hs_test_opts(NPROXY_HS_AUTO, 1, 1);
-	struct nproxy_hs *hs = NULL;
+enum device_need { ANY_HOST, WITH_DEVICE, WITHOUT_DEVICE };
+#define FOLLOWS_DEVICE (-1)	/* want: kmod where the device is, else memfd */
+#define ENV_UNSET ""		/* env: no NPROXY_HANDSHAKE at all */
 
-	if (!have_device())
-		SKIP(return, "no " DEV_PATH ": nproxy.ko is not loaded (the VM run covers this)");
-	ASSERT_EQ(0, setenv("NPROXY_HANDSHAKE", "kmod", 1));
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_open(&o, &hs));
-	EXPECT_EQ((int)NPROXY_HS_KMOD, (int)nproxy_hs_backend_of(hs));
-	nproxy_hs_close(hs);
-}
+FIXTURE_VARIANT(choice) {
+	enum nproxy_hs_backend asked;
+	const char *env;	/* NPROXY_HANDSHAKE; NULL: as the run has it */
+	enum device_need need;
+	int want;		/* the backend opened, or FOLLOWS_DEVICE ... */
+	enum nproxy_status refused;	/* ... unless refused: with this status */
+	const char *message;		/* and this in the log */
+};
 
-TEST(env_memfd_forces_memfd)
-{
-	struct nproxy_hs_opts o = hs_test_opts(NPROXY_HS_AUTO, 1, 1);
-	struct nproxy_hs *hs = NULL;
+FIXTURE_VARIANT_ADD(choice, forced_kmod_without_module_fails_clearly) {
+	.asked = NPROXY_HS_AUTO, .env = "kmod", .need = WITHOUT_DEVICE,
+	.refused = NPROXY_UNSUPPORTED,
+	.message = "NPROXY_HANDSHAKE=kmod: /dev/nproxy: No such file or directory (is nproxy.ko loaded?)",
+};
 
-	ASSERT_EQ(0, setenv("NPROXY_HANDSHAKE", "memfd", 1));
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_open(&o, &hs));
-	EXPECT_EQ((int)NPROXY_HS_MEMFD, (int)nproxy_hs_backend_of(hs));
-	nproxy_hs_close(hs);
-}
+FIXTURE_VARIANT_ADD(choice, explicit_kmod_without_module_fails_clearly) {
+	.asked = NPROXY_HS_KMOD, .env = NULL, .need = WITHOUT_DEVICE,
+	.refused = NPROXY_UNSUPPORTED,
+	.message = "the kmod backend (asked for by the caller): /dev/nproxy: No such file or directory",
+};
 
-TEST(auto_follows_device_presence)
-{
-	struct nproxy_hs_opts o = hs_test_opts(NPROXY_HS_AUTO, 1, 1);
-	struct nproxy_hs *hs = NULL;
+FIXTURE_VARIANT_ADD(choice, forced_kmod_with_module_uses_it) {
+	.asked = NPROXY_HS_AUTO, .env = "kmod", .need = WITH_DEVICE, .want = NPROXY_HS_KMOD,
+};
 
-	ASSERT_EQ(0, unsetenv("NPROXY_HANDSHAKE"));
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_open(&o, &hs));
-	EXPECT_EQ((int)(have_device() ? NPROXY_HS_KMOD : NPROXY_HS_MEMFD), (int)nproxy_hs_backend_of(hs));
-	nproxy_hs_close(hs);
-}
+FIXTURE_VARIANT_ADD(choice, env_memfd_forces_memfd) {
+	.asked = NPROXY_HS_AUTO, .env = "memfd", .want = NPROXY_HS_MEMFD,
+};
 
-TEST(env_auto_is_automatic)
-{
-	struct nproxy_hs_opts o = hs_test_opts(NPROXY_HS_AUTO, 1, 1);
-	struct nproxy_hs *hs = NULL;
+FIXTURE_VARIANT_ADD(choice, auto_follows_device_presence) {
+	.asked = NPROXY_HS_AUTO, .env = ENV_UNSET, .want = FOLLOWS_DEVICE,
+};
 
-	ASSERT_EQ(0, setenv("NPROXY_HANDSHAKE", "auto", 1));
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_open(&o, &hs));
-	EXPECT_EQ((int)(have_device() ? NPROXY_HS_KMOD : NPROXY_HS_MEMFD), (int)nproxy_hs_backend_of(hs));
-	nproxy_hs_close(hs);
-}
+FIXTURE_VARIANT_ADD(choice, env_auto_is_automatic) {
+	.asked = NPROXY_HS_AUTO, .env = "auto", .want = FOLLOWS_DEVICE,
+};
 
-TEST(bad_env_value_rejected)
-{
-	struct nproxy_hs_opts o = hs_test_opts(NPROXY_HS_AUTO, 1, 1);
-	struct nproxy_hs *hs = NULL;
-
-	ASSERT_EQ(0, setenv("NPROXY_HANDSHAKE", "kmodd", 1));
-	hs_test_log_capture();
-	EXPECT_ST(NPROXY_INVALID, nproxy_hs_open(&o, &hs));
-	EXPECT_EQ(NULL, hs);
-	EXPECT_TRUE(hs_test_log_has("NPROXY_HANDSHAKE=kmodd: expected kmod, memfd or auto"));
-}
+FIXTURE_VARIANT_ADD(choice, bad_env_value_rejected) {
+	.asked = NPROXY_HS_AUTO, .env = "kmodd", .refused = NPROXY_INVALID,
+	.message = "NPROXY_HANDSHAKE=kmodd: expected kmod, memfd or auto",
+};
 
 /* An explicit choice in the code wins over the environment. */
-TEST(explicit_backend_overrides_env)
-{
-	struct nproxy_hs_opts o = hs_test_opts(NPROXY_HS_MEMFD, 1, 1);
-	struct nproxy_hs *hs = NULL;
+FIXTURE_VARIANT_ADD(choice, explicit_backend_overrides_env) {
+	.asked = NPROXY_HS_MEMFD, .env = "kmod", .want = NPROXY_HS_MEMFD,
+};
 
-	ASSERT_EQ(0, setenv("NPROXY_HANDSHAKE", "kmod", 1));
+TEST_F(choice, open)
+{
+	struct nproxy_hs_opts o = hs_test_opts(variant->asked, 1, 1);
+	struct nproxy_hs *hs = (struct nproxy_hs *)&o;	/* must be overwritten */
+	int want = variant->want == FOLLOWS_DEVICE ?
+		   (int)(have_device() ? NPROXY_HS_KMOD : NPROXY_HS_MEMFD) : variant->want;
+
+	if (variant->need == WITHOUT_DEVICE && have_device())
+		SKIP(return, DEV_PATH " exists: the kmod backend is available here");
+	if (variant->need == WITH_DEVICE && !have_device())
+		SKIP(return, "no " DEV_PATH ": nproxy.ko is not loaded (the VM run covers this)");
+	if (variant->env && !*variant->env) {
+		ASSERT_EQ(0, unsetenv("NPROXY_HANDSHAKE"));
+	} else if (variant->env) {
+		ASSERT_EQ(0, setenv("NPROXY_HANDSHAKE", variant->env, 1));
+	}
+	hs_test_log_capture();
+	if (variant->refused) {
+		EXPECT_ST(variant->refused, nproxy_hs_open(&o, &hs));
+		EXPECT_EQ(NULL, hs);
+		EXPECT_TRUE(hs_test_log_has(variant->message));
+		TH_LOG("message: %s", hs_test_log.text);
+		return;
+	}
 	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_open(&o, &hs));
-	EXPECT_EQ((int)NPROXY_HS_MEMFD, (int)nproxy_hs_backend_of(hs));
+	EXPECT_EQ(want, (int)nproxy_hs_backend_of(hs));
 	nproxy_hs_close(hs);
 }
 

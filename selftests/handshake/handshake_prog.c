@@ -140,26 +140,41 @@ TEST_F(region, wait_sem_already_reached_does_not_wait)
 	EXPECT_EQ((uint32_t)NPROXY_PROG_DONE, res.state);
 }
 
-/* A semaphore that never arrives is a TIMEDOUT program, never a success. */
-TEST_F(region, wait_sem_timeout_reports_timedout_with_failed_step)
+/* Submit a program that writes trigger 0, runs mid, then writes trigger 1. */
+static enum nproxy_status submit_around(struct nproxy_hs *hs, struct nproxy_prog_step mid)
 {
 	struct nproxy_prog_step prog[] = {
 		hs_step(NPROXY_STEP_WRITE_TRIGGER, 0, 1, 0),
-		hs_step(NPROXY_STEP_WAIT_SEM, 4, 1, MS_NS(30)),
+		mid,
 		hs_step(NPROXY_STEP_WRITE_TRIGGER, 1, 1, 0),
 	};
+
+	return nproxy_hs_submit(hs, prog, 3, NULL);
+}
+
+/* A submit_around() program ended in its middle step with state and error. */
+static void expect_ended_in_the_middle(struct __test_metadata *_metadata, struct nproxy_hs *hs,
+				       const struct nproxy_prog_result *res, uint32_t state,
+				       int error)
+{
+	EXPECT_EQ(state, res->state);
+	EXPECT_EQ(error, res->error);
+	EXPECT_EQ(1U, res->failed_step);
+	EXPECT_EQ(1U, res->steps_done);
+	/* The step after the failed one never ran. */
+	EXPECT_EQ(NPROXY_TRIGGER_SENTINEL, nproxy_trigger_load(nproxy_hs_trigger(hs, 1)));
+}
+
+/* A semaphore that never arrives is a TIMEDOUT program, never a success. */
+TEST_F(region, wait_sem_timeout_reports_timedout_with_failed_step)
+{
 	struct nproxy_prog_result res;
 
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(self->hs, prog, 3, NULL));
+	ASSERT_ST(NPROXY_SUCCESS, submit_around(self->hs, hs_step(NPROXY_STEP_WAIT_SEM, 4, 1, MS_NS(30))));
 	ASSERT_ST(NPROXY_HW_ERROR, nproxy_hs_wait(self->hs, HS_TEST_WAIT_MS, &res));
-	EXPECT_EQ((uint32_t)NPROXY_PROG_TIMEDOUT, res.state);
-	EXPECT_EQ(-ETIMEDOUT, res.error);
-	EXPECT_EQ(1U, res.failed_step);
-	EXPECT_EQ(1U, res.steps_done);
+	expect_ended_in_the_middle(_metadata, self->hs, &res, NPROXY_PROG_TIMEDOUT, -ETIMEDOUT);
 	EXPECT_GE(res.elapsed_ns, MS_NS(30));
-	/* The step after the failed one never ran. */
 	EXPECT_EQ(1U, nproxy_trigger_load(nproxy_hs_trigger(self->hs, 0)));
-	EXPECT_EQ(NPROXY_TRIGGER_SENTINEL, nproxy_trigger_load(nproxy_hs_trigger(self->hs, 1)));
 	EXPECT_EQ((uint32_t)NPROXY_PROG_NONE, hs_test_prog_state(self->hs));
 }
 
@@ -195,25 +210,16 @@ TEST_F(region, submit_before_collect_is_busy)
 
 TEST_F(region, cancel_stops_running_program)
 {
-	struct nproxy_prog_step prog[] = {
-		hs_step(NPROXY_STEP_WRITE_TRIGGER, 0, 1, 0),
-		hs_step(NPROXY_STEP_DELAY, 0, 0, MS_NS(20000)),
-		hs_step(NPROXY_STEP_WRITE_TRIGGER, 1, 1, 0),
-	};
 	struct nproxy_prog_result res;
 
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(self->hs, prog, 3, NULL));
+	ASSERT_ST(NPROXY_SUCCESS, submit_around(self->hs, hs_step(NPROXY_STEP_DELAY, 0, 0, MS_NS(20000))));
 	/* Make sure it is inside the delay. */
 	ASSERT_NE(NPROXY_TRIGGER_SENTINEL, hs_test_await_trigger(nproxy_hs_trigger(self->hs, 0), HS_TEST_WAIT_MS));
 	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_cancel(self->hs));
 	/* Cancel is synchronous: the result is there without waiting. */
 	ASSERT_ST(NPROXY_CANCELLED, nproxy_hs_wait(self->hs, 0, &res));
-	EXPECT_EQ((uint32_t)NPROXY_PROG_CANCELLED, res.state);
-	EXPECT_EQ(-ECANCELED, res.error);
-	EXPECT_EQ(1U, res.steps_done);
-	EXPECT_EQ(1U, res.failed_step);
+	expect_ended_in_the_middle(_metadata, self->hs, &res, NPROXY_PROG_CANCELLED, -ECANCELED);
 	EXPECT_LT(res.elapsed_ns, MS_NS(20000));
-	EXPECT_EQ(NPROXY_TRIGGER_SENTINEL, nproxy_trigger_load(nproxy_hs_trigger(self->hs, 1)));
 }
 
 TEST_F(region, cancel_interrupts_wait_sem)

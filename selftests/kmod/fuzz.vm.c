@@ -884,6 +884,28 @@ static void crash_report(int sig, siginfo_t *si, void *uc)
 	raise(sig);
 }
 
+static void op_submit_good(struct thread *t)
+{
+	op_submit(t, false);
+}
+
+static void op_submit_bad(struct thread *t)
+{
+	op_submit(t, true);
+}
+
+/* Every kind's op, in enum op_kind order (each entry set: run_op() calls it). */
+static void (*const op_fns[OP_KINDS])(struct thread *t) = {
+	[OP_OPEN] = op_open, [OP_CLOSE] = op_close, [OP_DUP2] = op_dup2,
+	[OP_CREATE] = op_create, [OP_RAW_IOCTL] = op_raw_ioctl,
+	[OP_REGION_IOCTL] = op_region_ioctl, [OP_SUBMIT] = op_submit_good,
+	[OP_SUBMIT_BAD] = op_submit_bad, [OP_CANCEL] = op_cancel,
+	[OP_COLLECT] = op_collect_checked, [OP_POLL] = op_poll, [OP_MMAP] = op_mmap,
+	[OP_TOUCH] = op_touch, [OP_MPROTECT] = op_mprotect, [OP_MADVISE] = op_madvise,
+	[OP_MREMAP] = op_mremap, [OP_MUNMAP] = op_munmap, [OP_FORK] = op_fork,
+	[OP_GENL] = op_genl, [OP_FAULT] = op_fault,
+};
+
 static void run_op(struct thread *t)
 {
 	uint32_t w = below(&t->rng, weight_total);
@@ -892,28 +914,7 @@ static void run_op(struct thread *t)
 	for (k = 0; k < OP_KINDS - 1 && w >= weights[k]; k++)
 		w -= weights[k];
 	cur_op = k;
-	switch (k) {
-	case OP_OPEN: op_open(t); break;
-	case OP_CLOSE: op_close(t); break;
-	case OP_DUP2: op_dup2(t); break;
-	case OP_CREATE: op_create(t); break;
-	case OP_RAW_IOCTL: op_raw_ioctl(t); break;
-	case OP_REGION_IOCTL: op_region_ioctl(t); break;
-	case OP_SUBMIT: op_submit(t, false); break;
-	case OP_SUBMIT_BAD: op_submit(t, true); break;
-	case OP_CANCEL: op_cancel(t); break;
-	case OP_COLLECT: op_collect_checked(t); break;
-	case OP_POLL: op_poll(t); break;
-	case OP_MMAP: op_mmap(t); break;
-	case OP_TOUCH: op_touch(t); break;
-	case OP_MPROTECT: op_mprotect(t); break;
-	case OP_MADVISE: op_madvise(t); break;
-	case OP_MREMAP: op_mremap(t); break;
-	case OP_MUNMAP: op_munmap(t); break;
-	case OP_FORK: op_fork(t); break;
-	case OP_GENL: op_genl(t); break;
-	case OP_FAULT: op_fault(t); break;
-	}
+	op_fns[k](t);
 	atomic_fetch_add(&st.ops[k], 1);
 }
 
@@ -1011,8 +1012,10 @@ TEST(fuzz_abi)
 	memcpy(weights, op_weight, sizeof(weights));
 	weights[OP_FORK] = 1;	/* about 1 in 150 operations */
 	weights[OP_FAULT] = faults ? 1 : 0;
-	for (k = 0; k < OP_KINDS; k++)
+	for (k = 0; k < OP_KINDS; k++) {
+		ASSERT_NE(NULL, op_fns[k]) TH_LOG("no op for kind %s", op_names[k]);
 		weight_total += weights[k];
+	}
 	for (k = 0; k < N_SLOTS; k++)
 		atomic_store(&slots[k], -1);
 

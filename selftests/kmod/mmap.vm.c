@@ -45,6 +45,19 @@ static int try_map(int fd, size_t len, int prot, int flags, off_t off)
 	return 0;
 }
 
+/* A read-only mapping of the page at off cannot be mprotect()ed to prot. */
+static void mprotect_refused(struct __test_metadata *_metadata, int fd, size_t len, off_t off,
+			     int prot)
+{
+	void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, off);
+
+	ASSERT_NE(MAP_FAILED, p);
+	errno = 0;
+	EXPECT_EQ(-1, mprotect(p, len, prot));
+	EXPECT_EQ(EACCES, errno);
+	munmap(p, len);
+}
+
 TEST_F(map, good_mappings_accepted)
 {
 	EXPECT_EQ(0, try_map(self->rfd, self->page, PROT_READ | PROT_WRITE, MAP_SHARED,
@@ -106,13 +119,8 @@ TEST_F(map, info_write_mapping_eperm)
 /* VM_MAYWRITE is cleared: a read-only info mapping cannot be made writable. */
 TEST_F(map, info_mprotect_write_refused)
 {
-	void *p = mmap(NULL, self->page, PROT_READ, MAP_SHARED, self->rfd, NPROXY_OFF_INFO);
-
-	ASSERT_NE(MAP_FAILED, p);
-	errno = 0;
-	EXPECT_EQ(-1, mprotect(p, self->page, PROT_READ | PROT_WRITE));
-	EXPECT_EQ(EACCES, errno);
-	munmap(p, self->page);
+	mprotect_refused(_metadata, self->rfd, self->page, NPROXY_OFF_INFO,
+			 PROT_READ | PROT_WRITE);
 }
 
 TEST_F(map, exec_mapping_eperm)
@@ -125,13 +133,8 @@ TEST_F(map, exec_mapping_eperm)
 
 TEST_F(map, mprotect_exec_refused)
 {
-	void *p = mmap(NULL, self->page, PROT_READ, MAP_SHARED, self->rfd, NPROXY_OFF_SEMS);
-
-	ASSERT_NE(MAP_FAILED, p);
-	errno = 0;
-	EXPECT_EQ(-1, mprotect(p, self->page, PROT_READ | PROT_EXEC));
-	EXPECT_EQ(EACCES, errno);
-	munmap(p, self->page);
+	mprotect_refused(_metadata, self->rfd, self->page, NPROXY_OFF_SEMS,
+			 PROT_READ | PROT_EXEC);
 }
 
 /* VM_DONTEXPAND: a mapping cannot be grown over memory we never gave out. */

@@ -52,6 +52,13 @@ static int load_module(const char *path)
 	return ret;
 }
 
+/* Nothing holds the module any more: it unloads, and loads again for what follows. */
+static void expect_unload_and_reload(struct __test_metadata *_metadata, const char *ko)
+{
+	EXPECT_EQ(0, delete_module("nproxy"));
+	EXPECT_EQ(0, load_module(ko));
+}
+
 FIXTURE(unload) {
 	char ko[PATH_MAX];
 };
@@ -82,8 +89,7 @@ TEST_F(unload, busy_while_device_open)
 	ASSERT_LE(0, dev);
 	EXPECT_EQ(-EWOULDBLOCK, delete_module("nproxy"));
 	close(dev);
-	EXPECT_EQ(0, delete_module("nproxy"));
-	EXPECT_EQ(0, load_module(self->ko));
+	expect_unload_and_reload(_metadata, self->ko);
 }
 
 TEST_F(unload, busy_while_region_fd_open)
@@ -97,8 +103,7 @@ TEST_F(unload, busy_while_region_fd_open)
 	close(dev);
 	EXPECT_EQ(-EWOULDBLOCK, delete_module("nproxy"));
 	close(rfd);
-	EXPECT_EQ(0, delete_module("nproxy"));
-	EXPECT_EQ(0, load_module(self->ko));
+	expect_unload_and_reload(_metadata, self->ko);
 }
 
 TEST_F(unload, busy_while_mapping_exists)
@@ -116,8 +121,7 @@ TEST_F(unload, busy_while_mapping_exists)
 	close(dev);
 	EXPECT_EQ(-EWOULDBLOCK, delete_module("nproxy"));
 	munmap(sems, np_page_size());
-	EXPECT_EQ(0, delete_module("nproxy"));
-	EXPECT_EQ(0, load_module(self->ko));
+	expect_unload_and_reload(_metadata, self->ko);
 }
 
 /* A running program holds the region; closing cancels it and unload works. */
@@ -134,8 +138,7 @@ TEST_F(unload, unload_after_closing_running_program)
 	close(dev);
 	EXPECT_EQ(-EWOULDBLOCK, delete_module("nproxy"));
 	close(rfd);
-	EXPECT_EQ(0, delete_module("nproxy"));
-	EXPECT_EQ(0, load_module(self->ko));
+	expect_unload_and_reload(_metadata, self->ko);
 }
 
 TEST_HARNESS_MAIN

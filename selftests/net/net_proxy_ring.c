@@ -28,6 +28,8 @@
 #define GATE_HOLD_US	(50 * 1000)
 
 enum { SEM_RECV = 0, SEM_REDUCED = 1, SEM_AG_RECV = 2, SEM_SENT = 3, SEM_GO = 4, N_SEMS = 5 };
+_Static_assert(SEM_RECV == 0 && SEM_REDUCED == 1 && SEM_AG_RECV == 2,
+	       "the semaphores struct ring_ar_plan's ops post and wait on");
 
 struct fp_job {
 	const char *provider;
@@ -217,54 +219,22 @@ static int fp_allgather(struct fp_rank *fr, size_t size)
 
 static int fp_allreduce(struct fp_rank *fr, size_t size)
 {
-	uint32_t r = fr->r, n = fr->n, right = (r + 1) % n, left = (r + n - 1) % n;
-	uint8_t *acc = malloc(size), *tmp = calloc(1, size * n);
-	struct nproxy_net_op *rs = calloc(2 * n, sizeof(*rs)), *ag = calloc(2 * n, sizeof(*ag));
-	struct nproxy_net_addr *a_acc = calloc(n, sizeof(*a_acc)), *a_tmp = calloc(n, sizeof(*a_tmp));
-	struct nproxy_fifo_set fs[2];
+	uint32_t r = fr->r, n = fr->n, reduced = 0, widx[1] = { SEM_AG_RECV };
 	struct nproxy_cc_op op = { .size = sizeof(op), .streams_n = 1 };
-	uint32_t mr_acc, mr_tmp, n_rs = 0, n_ag = 0, reduced = 0, widx[1] = { SEM_AG_RECV };
 	uint64_t ctx, want[1] = { n - 1 };
+	struct ring_ar_plan p;
 	int bad = 0;
 
-	for (size_t i = 0; i < size; i++)
-		acc[i] = ring_pattern(r, i, 9);
-	if (nproxy_net_mr_register(fr->net, acc, size, &mr_acc) ||
-	    nproxy_net_mr_register(fr->net, tmp, size * n, &mr_tmp))
+	if (ring_ar_plan_init(&p, fr->net, size, 9)) {
+		ring_ar_plan_free(&p, fr->net);
 		return -1;
-	for (uint32_t c = 0; c < n; c++)
-		a_acc[c] = (struct nproxy_net_addr){ .mr = mr_acc, .offset = chunk_off(size, n, c) };
-	for (uint32_t s = 0; s + 1 < n; s++) {
-		uint32_t cs = (r + n - s) % n, cr = (r + 2 * n - s - 1) % n;
-
-		a_tmp[s] = (struct nproxy_net_addr){ .mr = mr_tmp,
-						     .offset = s * size + chunk_off(size, n, cr) };
-		rs[n_rs++] = (struct nproxy_net_op){ .kind = NPROXY_NET_OP_SEND, .peer = right,
-			.addr_idx = cs, .len = (uint32_t)chunk_len(size, n, cs),
-			.flags = s ? NPROXY_NET_OP_F_PRECOND : 0, .pre_sem = SEM_REDUCED, .pre_value = s };
-		rs[n_rs++] = (struct nproxy_net_op){ .kind = NPROXY_NET_OP_RECV, .peer = left,
-			.addr_idx = s, .len = (uint32_t)chunk_len(size, n, cr),
-			.flags = NPROXY_NET_OP_F_COMPLETE, .post_sem = SEM_RECV, .post_inc = 1 };
 	}
-	for (uint32_t s = 0; s + 1 < n; s++) {
-		uint32_t cs = (r + 1 + n - s) % n, cr = (r + n - s) % n;
-
-		ag[n_ag++] = (struct nproxy_net_op){ .kind = NPROXY_NET_OP_SEND, .peer = right,
-			.addr_idx = cs, .len = (uint32_t)chunk_len(size, n, cs),
-			.flags = NPROXY_NET_OP_F_PRECOND, .pre_sem = s ? SEM_AG_RECV : SEM_REDUCED,
-			.pre_value = s ? s : n - 1 };
-		ag[n_ag++] = (struct nproxy_net_op){ .kind = NPROXY_NET_OP_RECV, .peer = left,
-			.addr_idx = cr, .len = (uint32_t)chunk_len(size, n, cr),
-			.flags = NPROXY_NET_OP_F_COMPLETE, .post_sem = SEM_AG_RECV, .post_inc = 1 };
-	}
-	fs[0] = (struct nproxy_fifo_set){ .ops = rs, .n_ops = n_rs, .src = a_acc, .n_src = n,
-					  .dst = a_tmp, .n_dst = n };
-	fs[1] = (struct nproxy_fifo_set){ .ops = ag, .n_ops = n_ag, .src = a_acc, .n_src = n,
-					  .dst = a_acc, .n_dst = n };
-	op.streams[0] = (struct nproxy_stream_blocks){ .blocks = fs, .n_blocks = 2 };
-	if (fp_device(fr, widx, want, 1) || nproxy_enq_proxy_tasks(fr->comm, &op, 1, &ctx))
+	op.streams[0] = (struct nproxy_stream_blocks){ .blocks = p.fs, .n_blocks = 2 };
+	if (fp_device(fr, widx, want, 1) || nproxy_enq_proxy_tasks(fr->comm, &op, 1, &ctx)) {
+		ring_ar_plan_free(&p, fr->net);
 		return -1;
-	bad = fp_check_gate(fr, ctx, tmp, size * n, 0);
+	}
+	bad = fp_check_gate(fr, ctx, p.tmp, size * n, 0);
 	/* The compute engine: reduce each arrived chunk, then release the next send. */
 	for (int64_t deadline = ring_now_ms() + 30000; !bad && reduced + 1 < n;) {
 		if (reduced < nproxy_sem_load(fr->sems[SEM_RECV])) {
@@ -272,7 +242,7 @@ static int fp_allreduce(struct fp_rank *fr, size_t size)
 			size_t off = chunk_off(size, n, c), len = chunk_len(size, n, c);
 
 			for (size_t i = 0; i < len; i++)
-				acc[off + i] += tmp[reduced * size + off + i];
+				p.acc[off + i] += p.tmp[reduced * size + off + i];
 			reduced++;
 			nproxy_sem_add(fr->sems[SEM_REDUCED], 1);
 		} else if (ring_now_ms() > deadline) {
@@ -284,25 +254,9 @@ static int fp_allreduce(struct fp_rank *fr, size_t size)
 	}
 	if (fp_finish(fr, ctx))
 		bad = -1;
-	for (size_t i = 0; !bad && i < size; i++) {
-		uint8_t want_b = 0;
-
-		for (uint32_t q = 0; q < n; q++)
-			want_b += ring_pattern(q, i, 9);
-		if (acc[i] != want_b) {
-			fprintf(stderr, "rank %u: all-reduce byte %zu is %#x, want %#x\n", r, i,
-				acc[i], want_b);
-			bad = -1;
-		}
-	}
-	nproxy_net_mr_deregister(fr->net, mr_acc);
-	nproxy_net_mr_deregister(fr->net, mr_tmp);
-	free(acc);
-	free(tmp);
-	free(rs);
-	free(ag);
-	free(a_acc);
-	free(a_tmp);
+	if (!bad)
+		bad = ring_ar_check(&p, 9);
+	ring_ar_plan_free(&p, fr->net);
 	return bad;
 }
 

@@ -161,21 +161,40 @@ static int root_rank(uint32_t rank, struct rdzv_job *job)
 	return 0;
 }
 
+typedef int (*rank_fn)(uint32_t rank, struct rdzv_job *job);
+
+/* Ranks 0..n-1 running fn[rank], reaped last to first; expect exit codes want[] (see finish()). */
+static void run_ranks(struct __test_metadata *_metadata, struct rdzv_job *job, const rank_fn *fn,
+		      const int *want, uint32_t n)
+{
+	pid_t pids[8];
+
+	for (uint32_t r = 0; r < n; r++)
+		pids[r] = start(fn[r], r, job);
+	for (uint32_t r = n; r-- > 0;) {
+		EXPECT_EQ(want[r], finish(pids[r], 3 * job->tmo_ms + 5000)) TH_LOG("rank %u", r);
+	}
+}
+
+/* Expect rank r to have failed with st, its message naming what. */
+static void expect_seen(struct __test_metadata *_metadata, const struct rdzv_job *job, uint32_t r,
+			enum nproxy_status st, const char *what)
+{
+	EXPECT_EQ((int)st, job->seen[r].st);
+	EXPECT_NE(NULL, strstr(job->seen[r].err, what))
+		TH_LOG("rank %u said: %s", r, job->seen[r].err);
+}
+
 TEST(missing_rank_is_named_by_every_rank)
 {
+	static const rank_fn fn[] = { root_rank, one_round };	/* rank 2 never comes */
+	static const int want[] = { 0, 0 };
 	struct rdzv_job *job = new_job(3, 1500);
-	pid_t root, r1;
 
 	ASSERT_NE(NULL, job);
-	root = start(root_rank, 0, job);
-	r1 = start(one_round, 1, job);
-	/* Rank 2 never comes. */
-	EXPECT_EQ(0, finish(r1, 3 * job->tmo_ms + 5000));
-	EXPECT_EQ(0, finish(root, 3 * job->tmo_ms + 5000));
+	run_ranks(_metadata, job, fn, want, 2);
 	EXPECT_EQ(NPROXY_TIMEOUT, job->seen[0].st);
-	EXPECT_EQ(NPROXY_TIMEOUT, job->seen[1].st);
-	EXPECT_NE(NULL, strstr(job->seen[1].err, "rank(s) 2 of 3 never connected"))
-		TH_LOG("rank 1 said: %s", job->seen[1].err);
+	expect_seen(_metadata, job, 1, NPROXY_TIMEOUT, "rank(s) 2 of 3 never connected");
 	EXPECT_EQ(NULL, strstr(job->seen[1].err, "reset"));
 	/* Rank 1 learns it from the root at the root's deadline, not its own. */
 	EXPECT_LT(job->seen[1].ms, job->tmo_ms + 1500);
@@ -194,22 +213,14 @@ static int dies_after_hello(uint32_t rank, struct rdzv_job *job)
 
 TEST(rank_killed_after_hello_is_named_by_every_rank)
 {
+	static const rank_fn fn[] = { root_rank, one_round, dies_after_hello };
+	static const int want[] = { 0, 0, 128 + SIGKILL };
 	struct rdzv_job *job = new_job(3, 1500);
-	pid_t root, r1, r2;
 
 	ASSERT_NE(NULL, job);
-	root = start(root_rank, 0, job);
-	r1 = start(one_round, 1, job);
-	r2 = start(dies_after_hello, 2, job);
-	EXPECT_EQ(128 + SIGKILL, finish(r2, 3 * job->tmo_ms + 5000));
-	EXPECT_EQ(0, finish(r1, 3 * job->tmo_ms + 5000));
-	EXPECT_EQ(0, finish(root, 3 * job->tmo_ms + 5000));
-	EXPECT_EQ(NPROXY_PEER_DEAD, job->seen[0].st);
-	EXPECT_EQ(NPROXY_PEER_DEAD, job->seen[1].st);
-	EXPECT_NE(NULL, strstr(job->seen[0].err, "rank 2 went away"))
-		TH_LOG("root said: %s", job->seen[0].err);
-	EXPECT_NE(NULL, strstr(job->seen[1].err, "rank 2 went away"))
-		TH_LOG("rank 1 said: %s", job->seen[1].err);
+	run_ranks(_metadata, job, fn, want, 3);
+	expect_seen(_metadata, job, 0, NPROXY_PEER_DEAD, "rank 2 went away");
+	expect_seen(_metadata, job, 1, NPROXY_PEER_DEAD, "rank 2 went away");
 	munmap(job, 4096 * 4);
 }
 
@@ -234,97 +245,92 @@ static int fails_locally(uint32_t rank, struct rdzv_job *job)
 
 TEST(local_failure_is_relayed_to_every_rank)
 {
+	static const rank_fn fn[] = { root_rank, two_rounds, fails_locally };
+	static const int want[] = { 0, 0, 0 };
 	struct rdzv_job *job = new_job(3, 20000);
-	pid_t root, r1, r2;
 
 	ASSERT_NE(NULL, job);
-	root = start(root_rank, 0, job);
-	r1 = start(two_rounds, 1, job);
-	r2 = start(fails_locally, 2, job);
-	EXPECT_EQ(0, finish(r2, 3 * job->tmo_ms + 5000));
-	EXPECT_EQ(0, finish(r1, 3 * job->tmo_ms + 5000));
-	EXPECT_EQ(0, finish(root, 3 * job->tmo_ms + 5000));
+	run_ranks(_metadata, job, fn, want, 3);
 	for (uint32_t r = 0; r < 2; r++) {
-		EXPECT_EQ(NPROXY_NET_ERROR, job->seen[r].st);
 		EXPECT_NE(NULL, strstr(job->seen[r].err, "rank 2"));
-		EXPECT_NE(NULL, strstr(job->seen[r].err, "fi_enable on provider shm: Device or resource busy"))
-			TH_LOG("rank %u said: %s", r, job->seen[r].err);
+		expect_seen(_metadata, job, r, NPROXY_NET_ERROR,
+			    "fi_enable on provider shm: Device or resource busy");
 		/* Told at once, not at the deadline. */
 		EXPECT_LT(job->seen[r].ms, 10000);
 	}
 	munmap(job, 4096 * 4);
 }
 
-/* A rank of another (4-rank) job that uses the same root address. */
-static int stray_rank(uint32_t rank, struct rdzv_job *job)
+/* A rank that should not be there, of an n-rank job; seen[7]: its view. */
+static int impostor(uint32_t rank, struct rdzv_job *job, uint32_t n)
 {
 	int64_t t0 = ring_now_ms();
 	struct nproxy_rdzv *rz;
 
-	if (ring_rdzv_open(job->root, rank, 4, job->tmo_ms, &rz))
-		return 1;
-	gather_once(7, job, rz, t0);	/* seen[7]: the stray's view */
-	nproxy_rdzv_close(rz);
-	return 0;
-}
-
-TEST(stray_hello_is_refused_and_the_job_goes_on)
-{
-	struct rdzv_job *job = new_job(2, 10000);
-	pid_t root, stray, r1;
-
-	ASSERT_NE(NULL, job);
-	root = start(two_rounds, 0, job);
-	stray = start(stray_rank, 3, job);
-	EXPECT_EQ(0, finish(stray, 3 * job->tmo_ms + 5000));
-	EXPECT_EQ(NPROXY_INVALID, job->seen[7].st);
-	EXPECT_NE(NULL, strstr(job->seen[7].err, "gathers 2 ranks"))
-		TH_LOG("the stray said: %s", job->seen[7].err);
-	r1 = start(two_rounds, 1, job);
-	EXPECT_EQ(0, finish(r1, 3 * job->tmo_ms + 5000));
-	EXPECT_EQ(0, finish(root, 3 * job->tmo_ms + 5000));
-	EXPECT_EQ(0, job->seen[0].st) TH_LOG("root said: %s", job->seen[0].err);
-	EXPECT_EQ(0, job->seen[1].st) TH_LOG("rank 1 said: %s", job->seen[1].err);
-	munmap(job, 4096 * 4);
-}
-
-/* The second of two processes claiming rank 1 (the first is alive). */
-static int duplicate_rank(uint32_t rank, struct rdzv_job *job)
-{
-	int64_t t0 = ring_now_ms();
-	struct nproxy_rdzv *rz;
-
-	if (ring_rdzv_open(job->root, rank, job->n, job->tmo_ms, &rz))
+	if (ring_rdzv_open(job->root, rank, n, job->tmo_ms, &rz))
 		return 1;
 	gather_once(7, job, rz, t0);
 	nproxy_rdzv_close(rz);
 	return 0;
 }
 
+/* A rank of another (4-rank) job that uses the same root address. */
+static int stray_rank(uint32_t rank, struct rdzv_job *job)
+{
+	return impostor(rank, job, 4);
+}
+
+/*
+ * Ranks 0 .. n-2 of job (pids[]) are running: the impostor fn claiming
+ * `rank` is refused saying why; then rank n-1 comes and every rank gets
+ * through its two all-gathers.
+ */
+static void impostor_refused(struct __test_metadata *_metadata, struct rdzv_job *job,
+			     pid_t *pids, rank_fn fn, uint32_t rank, const char *why)
+{
+	uint32_t n = job->n;
+
+	EXPECT_EQ(0, finish(start(fn, rank, job), 3 * job->tmo_ms + 5000));
+	expect_seen(_metadata, job, 7, NPROXY_INVALID, why);
+	pids[n - 1] = start(two_rounds, n - 1, job);
+	for (uint32_t r = n; r-- > 0;) {
+		EXPECT_EQ(0, finish(pids[r], 3 * job->tmo_ms + 5000)) TH_LOG("rank %u", r);
+	}
+	for (uint32_t r = 0; r < n; r++) {
+		EXPECT_EQ(0, job->seen[r].st) TH_LOG("rank %u said: %s", r, job->seen[r].err);
+	}
+}
+
+TEST(stray_hello_is_refused_and_the_job_goes_on)
+{
+	struct rdzv_job *job = new_job(2, 10000);
+	pid_t pids[2];
+
+	ASSERT_NE(NULL, job);
+	pids[0] = start(two_rounds, 0, job);
+	impostor_refused(_metadata, job, pids, stray_rank, 3, "gathers 2 ranks");
+	munmap(job, 4096 * 4);
+}
+
+/* The second of two processes claiming rank 1 (the first is alive). */
+static int duplicate_rank(uint32_t rank, struct rdzv_job *job)
+{
+	return impostor(rank, job, job->n);
+}
+
 TEST(second_claim_of_a_rank_is_refused)
 {
 	struct rdzv_job *job = new_job(3, 10000);
-	pid_t root, r1, dup, r2;
+	pid_t pids[3];
 
 	ASSERT_NE(NULL, job);
-	root = start(two_rounds, 0, job);
-	r1 = start(two_rounds, 1, job);
+	pids[0] = start(two_rounds, 0, job);
+	pids[1] = start(two_rounds, 1, job);
 	/* Rank 1's hello is queued before the impostor's connects. */
 	for (int i = 0; i < 2000 && !job->opened[1]; i++)
 		usleep(5000);
 	ASSERT_TRUE(job->opened[1]);
-	dup = start(duplicate_rank, 1, job);
-	EXPECT_EQ(0, finish(dup, 3 * job->tmo_ms + 5000));
-	EXPECT_EQ(NPROXY_INVALID, job->seen[7].st);
-	EXPECT_NE(NULL, strstr(job->seen[7].err, "already connected"))
-		TH_LOG("the duplicate said: %s", job->seen[7].err);
-	r2 = start(two_rounds, 2, job);
-	EXPECT_EQ(0, finish(r2, 3 * job->tmo_ms + 5000));
-	EXPECT_EQ(0, finish(r1, 3 * job->tmo_ms + 5000));
-	EXPECT_EQ(0, finish(root, 3 * job->tmo_ms + 5000));
-	for (uint32_t r = 0; r < 3; r++) {
-		EXPECT_EQ(0, job->seen[r].st) TH_LOG("rank %u said: %s", r, job->seen[r].err);
-	}
+	impostor_refused(_metadata, job, pids, duplicate_rank, 1, "already connected");
 	munmap(job, 4096 * 4);
 }
 

@@ -200,6 +200,116 @@ static inline void ring_ar_device(void *arg)
 }
 
 /*
+ * A ring all-reduce's buffers and ops on rank r of n: acc (this rank's
+ * `size` bytes, then the sum), tmp (slot s: reduce-scatter step s's
+ * incoming chunk, at its offset); fs[0] the reduce-scatter (its sends wait
+ * for semaphore 1, the reductions done; its recvs add to 0), fs[1] the
+ * all-gather (its recvs add to 2).
+ */
+struct ring_ar_plan {
+	uint32_t r, n;
+	size_t size;
+	uint8_t *acc, *tmp;
+	struct nproxy_net_op *rs, *ag;
+	struct nproxy_net_addr *a_acc, *a_tmp;
+	uint32_t mr_acc, mr_tmp;
+	struct nproxy_fifo_set fs[2];
+};
+
+static inline void ring_ar_ops(struct ring_ar_plan *p)
+{
+	uint32_t r = p->r, n = p->n, right = (r + 1) % n, left = (r + n - 1) % n, k = 0;
+	size_t size = p->size;
+
+	for (uint32_t s = 0; s + 1 < n; s++, k += 2) {
+		uint32_t cs = (r + n - s) % n, cr = (r + 2 * n - s - 1) % n;
+
+		p->a_tmp[s].offset = s * size + chunk_off(size, n, cr);
+		p->rs[k] = (struct nproxy_net_op){
+			.kind = NPROXY_NET_OP_SEND, .peer = right, .addr_idx = cs,
+			.len = (uint32_t)chunk_len(size, n, cs),
+			.flags = s ? NPROXY_NET_OP_F_PRECOND : 0, .pre_sem = 1, .pre_value = s };
+		p->rs[k + 1] = (struct nproxy_net_op){
+			.kind = NPROXY_NET_OP_RECV, .peer = left, .addr_idx = s,
+			.len = (uint32_t)chunk_len(size, n, cr), .flags = NPROXY_NET_OP_F_COMPLETE,
+			.post_sem = 0, .post_inc = 1 };
+		cs = (r + 1 + n - s) % n;
+		cr = (r + n - s) % n;
+		p->ag[k] = (struct nproxy_net_op){
+			.kind = NPROXY_NET_OP_SEND, .peer = right, .addr_idx = cs,
+			.len = (uint32_t)chunk_len(size, n, cs), .flags = NPROXY_NET_OP_F_PRECOND,
+			.pre_sem = s ? 2 : 1, .pre_value = s ? s : n - 1 };
+		p->ag[k + 1] = (struct nproxy_net_op){
+			.kind = NPROXY_NET_OP_RECV, .peer = left, .addr_idx = cr,
+			.len = (uint32_t)chunk_len(size, n, cr), .flags = NPROXY_NET_OP_F_COMPLETE,
+			.post_sem = 2, .post_inc = 1 };
+	}
+	p->fs[0] = (struct nproxy_fifo_set){ .ops = p->rs, .n_ops = k, .src = p->a_acc, .n_src = n,
+					     .dst = p->a_tmp, .n_dst = n };
+	p->fs[1] = (struct nproxy_fifo_set){ .ops = p->ag, .n_ops = k, .src = p->a_acc, .n_src = n,
+					     .dst = p->a_acc, .n_dst = n };
+}
+
+/* 0, or -1 with nothing to free (ring_ar_plan_free() is still safe). */
+static inline int ring_ar_plan_init(struct ring_ar_plan *p, struct nproxy_net *net, size_t size,
+				    uint32_t salt)
+{
+	uint32_t r = nproxy_net_rank(net), n = nproxy_net_size(net);
+
+	*p = (struct ring_ar_plan){ .r = r, .n = n, .size = size,
+		.acc = malloc(size ? size : 1), .tmp = calloc(1, size * n + 1),
+		.rs = calloc(2 * n, sizeof(*p->rs)), .ag = calloc(2 * n, sizeof(*p->ag)),
+		.a_acc = calloc(n, sizeof(*p->a_acc)), .a_tmp = calloc(n, sizeof(*p->a_tmp)),
+		.mr_acc = UINT32_MAX, .mr_tmp = UINT32_MAX };
+	if (!p->acc || !p->tmp || !p->rs || !p->ag || !p->a_acc || !p->a_tmp)
+		return -1;
+	for (size_t i = 0; i < size; i++)
+		p->acc[i] = ring_pattern(r, i, salt);
+	if (nproxy_net_mr_register(net, p->acc, size ? size : 1, &p->mr_acc) ||
+	    nproxy_net_mr_register(net, p->tmp, size * n + 1, &p->mr_tmp))
+		return -1;
+	/* src/dst index c: chunk c of acc. */
+	for (uint32_t c = 0; c < n; c++) {
+		p->a_acc[c] = (struct nproxy_net_addr){ .mr = p->mr_acc,
+							.offset = chunk_off(size, n, c) };
+		p->a_tmp[c] = (struct nproxy_net_addr){ .mr = p->mr_tmp, .offset = c * size };
+	}
+	ring_ar_ops(p);
+	return 0;
+}
+
+/* Is acc every rank's pattern summed?  0, or -1 saying the first wrong byte. */
+static inline int ring_ar_check(const struct ring_ar_plan *p, uint32_t salt)
+{
+	for (size_t i = 0; i < p->size; i++) {
+		uint8_t want = 0;
+
+		for (uint32_t q = 0; q < p->n; q++)
+			want += ring_pattern(q, i, salt);
+		if (p->acc[i] != want) {
+			fprintf(stderr, "rank %u: all-reduce %zu: byte %zu is %#x, want %#x\n", p->r,
+				p->size, i, p->acc[i], want);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static inline void ring_ar_plan_free(struct ring_ar_plan *p, struct nproxy_net *net)
+{
+	if (p->mr_acc != UINT32_MAX)
+		nproxy_net_mr_deregister(net, p->mr_acc);
+	if (p->mr_tmp != UINT32_MAX)
+		nproxy_net_mr_deregister(net, p->mr_tmp);
+	free(p->acc);
+	free(p->tmp);
+	free(p->rs);
+	free(p->ag);
+	free(p->a_acc);
+	free(p->a_tmp);
+}
+
+/*
  * Ring all-reduce (byte-wise sum mod 256) of `size` bytes: reduce-scatter
  * in block bb, all-gather in block bb + 1, so the test also switches
  * blocks (stop of the first, progress of the second) the way the proxy
@@ -208,71 +318,24 @@ static inline void ring_ar_device(void *arg)
 static inline int ring_allreduce(struct nproxy_net *net, size_t size, uint32_t salt, uint32_t bb,
 				 int timeout_ms)
 {
-	uint32_t r = nproxy_net_rank(net), n = nproxy_net_size(net);
-	uint32_t right = (r + 1) % n, left = (r + n - 1) % n;
-	uint8_t *acc = malloc(size ? size : 1), *tmp = malloc(size * n + 1);
-	struct nproxy_net_op *rs = calloc(2 * n, sizeof(*rs)), *ag = calloc(2 * n, sizeof(*ag));
-	struct nproxy_net_addr *a_acc = calloc(n, sizeof(*a_acc)), *a_tmp = calloc(n, sizeof(*a_tmp));
 	uint64_t sems[3] = { 0, 0, 0 };
 	struct nproxy_device_sems dev = { .sems = sems, .n_sems = 3 };
-	struct ring_ar_dev d = { .r = r, .n = n, .size = size, .acc = acc, .tmp = tmp, .sems = sems };
-	struct nproxy_fifo_set fs_rs, fs_ag;
+	struct ring_ar_plan p;
+	struct ring_ar_dev d;
 	struct nproxy_seam seam;
 	enum nproxy_status st;
-	uint32_t mr_acc, mr_tmp, n_rs = 0, n_ag = 0;
 	int bad = 0;
 
-	if (!acc || !tmp || !rs || !ag || !a_acc || !a_tmp)
+	if (ring_ar_plan_init(&p, net, size, salt)) {
+		ring_ar_plan_free(&p, net);
 		return -1;
-	for (size_t i = 0; i < size; i++)
-		acc[i] = ring_pattern(r, i, salt);
-	memset(tmp, 0, size * n + 1);
-	if (nproxy_net_mr_register(net, acc, size ? size : 1, &mr_acc) ||
-	    nproxy_net_mr_register(net, tmp, size * n + 1, &mr_tmp))
-		return -1;
-	/* dst/src index c: chunk c of acc; tmp slot s: step s's incoming chunk (at its offset). */
-	for (uint32_t c = 0; c < n; c++) {
-		a_acc[c] = (struct nproxy_net_addr){ .mr = mr_acc, .offset = chunk_off(size, n, c) };
-		a_tmp[c] = (struct nproxy_net_addr){ .mr = mr_tmp, .offset = c * size };
 	}
-	for (uint32_t s = 0; s + 1 < n; s++) {
-		uint32_t cs = (r + n - s) % n, cr = (r + 2 * n - s - 1) % n;
-
-		rs[n_rs++] = (struct nproxy_net_op){
-			.kind = NPROXY_NET_OP_SEND, .peer = right, .addr_idx = cs,
-			.len = (uint32_t)chunk_len(size, n, cs),
-			.flags = s ? NPROXY_NET_OP_F_PRECOND : 0, .pre_sem = 1, .pre_value = s };
-		rs[n_rs++] = (struct nproxy_net_op){
-			.kind = NPROXY_NET_OP_RECV, .peer = left, .addr_idx = s,
-			.len = (uint32_t)chunk_len(size, n, cr), .flags = NPROXY_NET_OP_F_COMPLETE,
-			.post_sem = 0, .post_inc = 1 };
-	}
-	/* tmp slot s receives chunk cr at offset s*size + chunk_off(cr). */
-	for (uint32_t s = 0; s + 1 < n; s++) {
-		uint32_t cr = (r + 2 * n - s - 1) % n;
-
-		a_tmp[s].offset = s * size + chunk_off(size, n, cr);
-	}
-	for (uint32_t s = 0; s + 1 < n; s++) {
-		uint32_t cs = (r + 1 + n - s) % n, cr = (r + n - s) % n;
-
-		ag[n_ag++] = (struct nproxy_net_op){
-			.kind = NPROXY_NET_OP_SEND, .peer = right, .addr_idx = cs,
-			.len = (uint32_t)chunk_len(size, n, cs), .flags = NPROXY_NET_OP_F_PRECOND,
-			.pre_sem = s ? 2 : 1, .pre_value = s ? s : n - 1 };
-		ag[n_ag++] = (struct nproxy_net_op){
-			.kind = NPROXY_NET_OP_RECV, .peer = left, .addr_idx = cr,
-			.len = (uint32_t)chunk_len(size, n, cr), .flags = NPROXY_NET_OP_F_COMPLETE,
-			.post_sem = 2, .post_inc = 1 };
-	}
-	fs_rs = (struct nproxy_fifo_set){ .ops = rs, .n_ops = n_rs, .src = a_acc, .n_src = n,
-					  .dst = a_tmp, .n_dst = n };
-	fs_ag = (struct nproxy_fifo_set){ .ops = ag, .n_ops = n_ag, .src = a_acc, .n_src = n,
-					  .dst = a_acc, .n_dst = n };
+	d = (struct ring_ar_dev){ .r = p.r, .n = p.n, .size = size, .acc = p.acc, .tmp = p.tmp,
+				  .sems = sems };
 	nproxy_net_seam(net, &seam);
-	st = seam.ops->start(seam.engine, 1, bb, &fs_rs, &dev);
+	st = seam.ops->start(seam.engine, 1, bb, &p.fs[0], &dev);
 	if (!st)
-		st = seam.ops->start(seam.engine, 1, bb + 1, &fs_ag, &dev);
+		st = seam.ops->start(seam.engine, 1, bb + 1, &p.fs[1], &dev);
 	if (!st)
 		st = ring_drive(&seam, 1, bb, ring_ar_device, &d, RING_BACKSTOP_MS(timeout_ms));
 	if (!st)
@@ -282,29 +345,13 @@ static inline int ring_allreduce(struct nproxy_net *net, size_t size, uint32_t s
 		st = ring_drive(&seam, 1, bb + 1, NULL, NULL, RING_BACKSTOP_MS(timeout_ms));
 	seam.ops->stop(seam.engine, 1, bb + 1);
 	if (st) {
-		fprintf(stderr, "rank %u: all-reduce of %zu: %s: %s\n", r, size,
+		fprintf(stderr, "rank %u: all-reduce of %zu: %s: %s\n", p.r, size,
 			nproxy_status_str(st), nproxy_net_strerror(net));
 		bad = -(int)st;
 	}
-	for (size_t i = 0; !bad && i < size; i++) {
-		uint8_t want = 0;
-
-		for (uint32_t q = 0; q < n; q++)
-			want += ring_pattern(q, i, salt);
-		if (acc[i] != want) {
-			fprintf(stderr, "rank %u: all-reduce %zu: byte %zu is %#x, want %#x\n", r, size,
-				i, acc[i], want);
-			bad = -1;
-		}
-	}
-	nproxy_net_mr_deregister(net, mr_acc);
-	nproxy_net_mr_deregister(net, mr_tmp);
-	free(acc);
-	free(tmp);
-	free(rs);
-	free(ag);
-	free(a_acc);
-	free(a_tmp);
+	if (!bad)
+		bad = ring_ar_check(&p, salt);
+	ring_ar_plan_free(&p, net);
 	return bad;
 }
 

@@ -58,8 +58,11 @@ static int count_idle(enum nproxy_idle_policy policy, struct idle_counts *c)
 	return (int)(b.idle_policy != policy);
 }
 
-static void show(struct __test_metadata *_metadata, const char *name, const struct idle_counts *c)
+/* count_idle() under policy (its name for the log), which must succeed. */
+static void measure(struct __test_metadata *_metadata, enum nproxy_idle_policy policy,
+		    const char *name, struct idle_counts *c)
 {
+	ASSERT_EQ(0, count_idle(policy, c));
 	TH_LOG("%s over %d ms: %llu ticks (%llu idle), %llu yields, %llu parks", name, WINDOW_MS,
 	       (unsigned long long)c->ticks, (unsigned long long)c->idle_ticks,
 	       (unsigned long long)c->yields, (unsigned long long)c->parks);
@@ -69,8 +72,7 @@ TEST(spin_neither_yields_nor_parks)
 {
 	struct idle_counts c;
 
-	ASSERT_EQ(0, count_idle(NPROXY_IDLE_SPIN, &c));
-	show(_metadata, "spin", &c);
+	measure(_metadata, NPROXY_IDLE_SPIN, "spin", &c);
 	EXPECT_LT(100u, c.idle_ticks);
 	EXPECT_EQ(0u, c.yields);
 	EXPECT_EQ(0u, c.parks);
@@ -80,8 +82,7 @@ TEST(yield_yields_every_idle_tick_and_never_parks)
 {
 	struct idle_counts c;
 
-	ASSERT_EQ(0, count_idle(NPROXY_IDLE_YIELD, &c));
-	show(_metadata, "yield", &c);
+	measure(_metadata, NPROXY_IDLE_YIELD, "yield", &c);
 	EXPECT_LT(100u, c.yields);
 	/*
 	 * One yield per idle tick: the window's edges may split a few, and a
@@ -101,8 +102,7 @@ TEST(adaptive_parks_and_doubles_its_park)
 {
 	struct idle_counts c;
 
-	ASSERT_EQ(0, count_idle(NPROXY_IDLE_ADAPTIVE, &c));
-	show(_metadata, "adaptive", &c);
+	measure(_metadata, NPROXY_IDLE_ADAPTIVE, "adaptive", &c);
 	EXPECT_LT(0u, c.parks);
 	EXPECT_GE(c.idle_ticks, c.parks);
 	EXPECT_GT(WINDOW_MS * 2u, c.parks);
@@ -114,8 +114,7 @@ TEST(adaptive_yield_parks_too)
 {
 	struct idle_counts c;
 
-	ASSERT_EQ(0, count_idle(NPROXY_IDLE_ADAPTIVE_YIELD, &c));
-	show(_metadata, "adaptive-yield", &c);
+	measure(_metadata, NPROXY_IDLE_ADAPTIVE_YIELD, "adaptive-yield", &c);
 	EXPECT_LT(0u, c.parks);
 	EXPECT_GT(WINDOW_MS * 2u, c.parks);
 	EXPECT_GT(c.parks, c.yields);

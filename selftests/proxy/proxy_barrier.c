@@ -64,10 +64,13 @@ static bool barrier_done(struct two_ranks *t, int i)
 	       NPROXY_SUCCESS && done;
 }
 
-static void check_leader_sems(struct __test_metadata *_metadata, struct two_ranks *t)
+/* Both ranks' barriers end in SUCCESS; only the leader's done semaphores moved. */
+static void check_both_done(struct __test_metadata *_metadata, struct two_ranks *t)
 {
 	int i;
 
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(t->c[0], t->ctx[0], NPROXY_TASK_BARRIER, 10000));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(t->c[1], t->ctx[1], NPROXY_TASK_BARRIER, 10000));
 	for (i = 0; i < 8; i++) {
 		uint64_t want = (i == 1 || i == 4 || i == 5) ? 1 : 0;
 
@@ -92,9 +95,7 @@ TEST(leader_increments_the_barrier_done_semaphores_once_all_ranks_arrive)
 	EXPECT_EQ(0u, nproxy_sem_load(&t.r[0].sems[1]));
 
 	ASSERT_ST(NPROXY_SUCCESS, enq_barrier(&t, 1));
-	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(t.c[0], t.ctx[0], NPROXY_TASK_BARRIER, 10000));
-	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(t.c[1], t.ctx[1], NPROXY_TASK_BARRIER, 10000));
-	check_leader_sems(_metadata, &t);
+	check_both_done(_metadata, &t);
 	two_ranks_teardown(&t);
 }
 
@@ -106,9 +107,7 @@ TEST(ranks_on_different_workers_meet_without_blocking_either)
 	EXPECT_EQ(2u, nproxy_proxy_group_count());
 	ASSERT_ST(NPROXY_SUCCESS, enq_barrier(&t, 1));
 	ASSERT_ST(NPROXY_SUCCESS, enq_barrier(&t, 0));
-	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(t.c[0], t.ctx[0], NPROXY_TASK_BARRIER, 10000));
-	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(t.c[1], t.ctx[1], NPROXY_TASK_BARRIER, 10000));
-	check_leader_sems(_metadata, &t);
+	check_both_done(_metadata, &t);
 	two_ranks_teardown(&t);
 }
 
@@ -128,10 +127,8 @@ TEST(barrier_waits_for_the_trigger_gate_before_arriving)
 	EXPECT_FALSE(barrier_done(&t, 1));	/* rank 1 waits for rank 0 */
 
 	nproxy_trigger_store(t.r[0].words[0], 3);
-	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(t.c[0], t.ctx[0], NPROXY_TASK_BARRIER, 10000));
-	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(t.c[1], t.ctx[1], NPROXY_TASK_BARRIER, 10000));
+	check_both_done(_metadata, &t);
 	EXPECT_EQ(0u, nproxy_trigger_load(t.r[0].words[0]));	/* consumed */
-	check_leader_sems(_metadata, &t);
 	two_ranks_teardown(&t);
 }
 

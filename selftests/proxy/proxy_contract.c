@@ -46,37 +46,7 @@ static int thread_stat(int tid, char *state, unsigned long *flags)
 
 #define PF_EXITING_FLAG 0x4ul	/* include/linux/sched.h: set first thing in do_exit() */
 
-/* A one-rank comm on the loopback seam whose network task waits on a closed gate. */
-struct gated_task {
-	struct nproxy_loopback_fabric *f;
-	struct lb_rank r;
-	struct nproxy_comm *c;
-	uint64_t ctx;
-};
-
-static int gated_task_start(struct gated_task *g, uint32_t dev)
-{
-	struct nproxy_comm_opts o;
-	struct nproxy_cc_op op;
-
-	if (nproxy_loopback_fabric_create(1, &g->f) || lb_rank_setup(&g->r, g->f, 0, 0, 32))
-		return -1;
-	g->r.trig[0] = SENTINEL;
-	o = comm_opts(0, 1, dev, 1, NPROXY_COMM_F_DEVICE_WAIT, g->r.lb);
-	if (nproxy_comm_open(&o, &g->c))
-		return -1;
-	op = lb_rank_op(&g->r);
-	return nproxy_enq_proxy_tasks(g->c, &op, 1, &g->ctx) ? -1 : 0;
-}
-
-static void gated_task_stop(struct gated_task *g)
-{
-	nproxy_comm_close(g->c);
-	nproxy_loopback_destroy(g->r.lb);
-	nproxy_loopback_fabric_destroy(g->f);
-}
-
-static void open_gate(struct gated_task *g)
+static void open_gate(struct lb_comm *g)
 {
 	__atomic_store_n(&g->r.trig[0], 0u, __ATOMIC_RELEASE);
 }
@@ -88,7 +58,7 @@ static uint32_t consumer_parks;
 
 struct consumer {
 	pthread_t thread;
-	struct gated_task *g;
+	struct lb_comm *g;
 	enum nproxy_status rc;
 };
 
@@ -139,10 +109,10 @@ static void spy_both(uint32_t *word, int op, uint32_t val)
 TEST(published_run_state_numbers_are_the_reference_runtimes)
 {
 	struct consumer cons = { 0 };
-	struct gated_task g;
+	struct lb_comm g;
 
 	setenv("NPROXY_CALLER_DRIVES", "never", 1);
-	ASSERT_EQ(0, gated_task_start(&g, 0));
+	ASSERT_EQ(0, gated_start(&g, NULL, 1, 0));
 	unsetenv("NPROXY_CALLER_DRIVES");
 	__atomic_store_n(&worker_tid_for_spy, nproxy_comm_worker_tid(g.c), __ATOMIC_RELEASE);
 	/* The worker has stepped the task into its gate wait. */
@@ -157,7 +127,7 @@ TEST(published_run_state_numbers_are_the_reference_runtimes)
 	futex_spy_set(NULL, NULL);
 	EXPECT_ST(NPROXY_SUCCESS, cons.rc);
 	EXPECT_EQ(4u, __atomic_load_n(&done_word_value, __ATOMIC_ACQUIRE));
-	gated_task_stop(&g);
+	lb_comm_close(&g);
 }
 
 /*
@@ -187,12 +157,12 @@ TEST(a_consumer_that_sees_done_sees_the_status_published_with_it)
 {
 	struct consumer cons = { 0 };
 	enum nproxy_status st = NPROXY_SUCCESS;
-	struct gated_task g;
+	struct lb_comm g;
 	uint64_t polls = 0;
 	bool done = false;
 
 	setenv("NPROXY_CALLER_DRIVES", "never", 1);
-	ASSERT_EQ(0, gated_task_start(&g, 0));
+	ASSERT_EQ(0, gated_start(&g, NULL, 1, 0));
 	unsetenv("NPROXY_CALLER_DRIVES");
 	__atomic_store_n(&worker_tid_for_spy, nproxy_comm_worker_tid(g.c), __ATOMIC_RELEASE);
 	nproxy_loopback_fail_next_progress(g.r.lb, NPROXY_PEER_DEAD);
@@ -228,7 +198,7 @@ TEST(a_consumer_that_sees_done_sees_the_status_published_with_it)
 		TH_LOG("the poller missed the held wake; the parked consumer took DONE");
 		EXPECT_ST(NPROXY_PEER_DEAD, cons.rc);
 	}
-	gated_task_stop(&g);
+	lb_comm_close(&g);
 }
 
 /* The worker's allowed CPUs. */

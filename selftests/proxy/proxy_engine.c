@@ -76,14 +76,7 @@ static enum nproxy_status device_trigger_then_wait(struct engine_rank *r)
 {
 	struct nproxy_prog_step prog[2];
 
-	memset(prog, 0, sizeof(prog));
-	prog[0].op = NPROXY_STEP_WRITE_TRIGGER;
-	prog[0].index = 0;
-	prog[0].value = 1;
-	prog[1].op = NPROXY_STEP_WAIT_SEM;
-	prog[1].index = 2;
-	prog[1].value = 1;
-	prog[1].timeout_ns = 20000000000ull;
+	prog_trigger_then_wait(prog, 2, 20000000000ull);
 	return nproxy_hs_submit(r->hs, prog, 2, NULL);
 }
 

@@ -11,42 +11,7 @@
 
 #define SENTINEL NPROXY_PROXY_TRIGGER_SENTINEL
 
-/* Network task of a one-rank comm (self send/recv) waiting on `words`. */
-struct gated {
-	struct nproxy_loopback_fabric *f;
-	struct lb_rank r;
-	struct nproxy_comm *c;
-	uint64_t ctx;
-};
-
-static int gated_start(struct gated *g, volatile uint32_t **words, uint32_t streams_n,
-		       uint32_t dev)
-{
-	struct nproxy_comm_opts o;
-	struct nproxy_cc_op op;
-	uint32_t i;
-
-	if (nproxy_loopback_fabric_create(1, &g->f) || lb_rank_setup(&g->r, g->f, 0, 0, 32))
-		return -1;
-	o = comm_opts(0, 1, dev, 1, NPROXY_COMM_F_DEVICE_WAIT, g->r.lb);
-	if (nproxy_comm_open(&o, &g->c))
-		return -1;
-	op = lb_rank_op(&g->r);
-	op.streams_n = streams_n;
-	/* All four entries set: the ones past streams_n are guards. */
-	for (i = 0; i < NPROXY_PROXY_MAX_STREAMS; i++)
-		op.trigger_words[i] = words[i];
-	return nproxy_enq_proxy_tasks(g->c, &op, 1, &g->ctx) ? -1 : 0;
-}
-
-static void gated_stop(struct gated *g)
-{
-	nproxy_comm_close(g->c);
-	nproxy_loopback_destroy(g->r.lb);
-	nproxy_loopback_fabric_destroy(g->f);
-}
-
-static int net_done(struct gated *g)
+static int net_done(struct lb_comm *g)
 {
 	enum nproxy_status st;
 	bool done = false;
@@ -55,7 +20,7 @@ static int net_done(struct gated *g)
 	       NPROXY_SUCCESS && done && st == NPROXY_SUCCESS;
 }
 
-static uint64_t lb_progresses(struct gated *g)
+static uint64_t lb_progresses(struct lb_comm *g)
 {
 	struct nproxy_loopback_counters lc;
 
@@ -71,7 +36,7 @@ TEST(gate_never_touches_words_past_streams_n)
 				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	volatile uint32_t *words[4];
 	uint32_t *live;
-	struct gated g;
+	struct lb_comm g;
 
 	ASSERT_NE(MAP_FAILED, mem);
 	ASSERT_EQ(0, mprotect(mem + pg, pg, PROT_NONE));
@@ -95,7 +60,7 @@ TEST(gate_never_touches_words_past_streams_n)
 	EXPECT_EQ(0u, live[0]);
 	EXPECT_EQ(0u, live[1]);
 	EXPECT_TRUE(lb_rank_got(&g.r, 0, 32));
-	gated_stop(&g);
+	lb_comm_close(&g);
 	munmap(mem, 2 * pg);
 }
 
@@ -104,7 +69,7 @@ TEST(guard_words_past_streams_n_keep_their_sentinel)
 	/* Readable guards holding the sentinel: reading them would block forever. */
 	uint32_t w[4] = { SENTINEL, SENTINEL, SENTINEL, SENTINEL };
 	volatile uint32_t *words[4] = { &w[0], &w[1], &w[2], &w[3] };
-	struct gated g;
+	struct lb_comm g;
 
 	ASSERT_EQ(0, gated_start(&g, words, 1, 0));
 	nproxy_trigger_store(&w[0], 9);
@@ -113,14 +78,14 @@ TEST(guard_words_past_streams_n_keep_their_sentinel)
 	EXPECT_EQ(SENTINEL, nproxy_trigger_load(&w[1]));	/* never cleared past streams_n */
 	EXPECT_EQ(SENTINEL, nproxy_trigger_load(&w[2]));
 	EXPECT_EQ(SENTINEL, nproxy_trigger_load(&w[3]));
-	gated_stop(&g);
+	lb_comm_close(&g);
 }
 
 TEST(consuming_the_trigger_writes_zero_to_every_stream_word)
 {
 	uint32_t w[4] = { SENTINEL, SENTINEL, SENTINEL, SENTINEL };
 	volatile uint32_t *words[4] = { &w[0], &w[1], &w[2], &w[3] };
-	struct gated g;
+	struct lb_comm g;
 	int i;
 
 	ASSERT_EQ(0, gated_start(&g, words, 4, 0));
@@ -129,7 +94,7 @@ TEST(consuming_the_trigger_writes_zero_to_every_stream_word)
 	ASSERT_TRUE(WAIT_UNTIL(net_done(&g), 10000));
 	for (i = 0; i < 4; i++)
 		EXPECT_EQ(0u, nproxy_trigger_load(&w[i]));
-	gated_stop(&g);
+	lb_comm_close(&g);
 }
 
 TEST(network_task_holds_until_the_trigger_then_runs_the_block)
@@ -137,7 +102,7 @@ TEST(network_task_holds_until_the_trigger_then_runs_the_block)
 	uint32_t w[1] = { SENTINEL };
 	volatile uint32_t *words[4] = { &w[0], NULL, NULL, NULL };
 	struct nproxy_loopback_counters lc;
-	struct gated g;
+	struct lb_comm g;
 
 	ASSERT_EQ(0, gated_start(&g, words, 1, 0));
 	/* INIT already handed the block to the engine (start), then waited. */
@@ -157,7 +122,7 @@ TEST(network_task_holds_until_the_trigger_then_runs_the_block)
 	EXPECT_EQ(2u, lc.ops_completed);
 	EXPECT_EQ(1u, nproxy_sem_load(&g.r.sems[0]));	/* completion back-edge */
 	EXPECT_TRUE(lb_rank_got(&g.r, 0, 32));
-	gated_stop(&g);
+	lb_comm_close(&g);
 }
 
 /*
@@ -168,55 +133,30 @@ TEST(network_task_holds_until_the_trigger_then_runs_the_block)
  */
 TEST(device_program_triggers_the_task_and_sees_its_completion)
 {
-	struct nproxy_hs_opts ho = { .size = sizeof(ho), .backend = NPROXY_HS_AUTO,
-				     .n_streams = 1, .n_sems = 4 };
-	struct nproxy_prog_step prog[3];
-	struct nproxy_loopback_fabric *f;
+	struct nproxy_prog_step prog[3] = {
+		{ .op = NPROXY_STEP_DELAY, .timeout_ns = 20000000 },
+	};
 	struct nproxy_prog_result res;
-	struct nproxy_comm_opts o;
 	struct nproxy_cc_op op;
-	struct nproxy_comm *c;
-	struct nproxy_hs *hs;
-	struct lb_rank r;
-	uint64_t ctx;
+	struct hs_comm k;
 
-	if (nproxy_hs_open(&ho, &hs) != NPROXY_SUCCESS)
+	if (hs_open_auto(&k.hs) != NPROXY_SUCCESS)
 		SKIP(return, "no handshake backend available");
-	TH_LOG("handshake backend: %s", nproxy_hs_backend_name(nproxy_hs_backend_of(hs)));
-	ASSERT_EQ(SENTINEL, nproxy_trigger_load(nproxy_hs_trigger(hs, 0)));
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_loopback_fabric_create(1, &f));
-	ASSERT_EQ(0, lb_rank_setup(&r, f, 0, 0, 48));
-	o = comm_opts(0, 1, 0, 1, NPROXY_COMM_F_DEVICE_WAIT, r.lb);
-	o.hs = hs;
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
-	op = lb_rank_op(&r);
-	op.trigger_words[0] = NULL;	/* from the comm's region */
-	op.dev.sems = NULL;
-	op.dev.n_sems = 0;
-	r.ops[1].post_sem = 2;
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 1, &ctx));
+	ASSERT_EQ(SENTINEL, nproxy_trigger_load(nproxy_hs_trigger(k.hs, 0)));
+	ASSERT_ST(NPROXY_SUCCESS, hs_comm_open(&k));
+	op = hs_comm_op(&k.r);
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(k.c, &op, 1, &k.ctx));
 
-	memset(prog, 0, sizeof(prog));
-	prog[0].op = NPROXY_STEP_DELAY;
-	prog[0].timeout_ns = 20000000;
-	prog[1].op = NPROXY_STEP_WRITE_TRIGGER;
-	prog[1].index = 0;
-	prog[1].value = 1;
-	prog[2].op = NPROXY_STEP_WAIT_SEM;
-	prog[2].index = 2;
-	prog[2].value = 1;
-	prog[2].timeout_ns = 10000000000ull;
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(hs, prog, 3, NULL));
-	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c, ctx, NPROXY_TASK_NETWORK, 10000));
-	EXPECT_ST(NPROXY_SUCCESS, nproxy_hs_wait(hs, 10000, &res));
+	prog_trigger_then_wait(&prog[1], 2, 10000000000ull);
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(k.hs, prog, 3, NULL));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(k.c, k.ctx, NPROXY_TASK_NETWORK, 10000));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_hs_wait(k.hs, 10000, &res));
 	EXPECT_EQ((unsigned int)NPROXY_PROG_DONE, res.state);
-	EXPECT_EQ(0u, nproxy_trigger_load(nproxy_hs_trigger(hs, 0)));
-	EXPECT_EQ(1u, nproxy_sem_load(nproxy_hs_sem(hs, 2)));
-	EXPECT_TRUE(lb_rank_got(&r, 0, 48));
-	nproxy_comm_close(c);
-	nproxy_hs_close(hs);
-	nproxy_loopback_destroy(r.lb);
-	nproxy_loopback_fabric_destroy(f);
+	EXPECT_EQ(0u, nproxy_trigger_load(nproxy_hs_trigger(k.hs, 0)));
+	EXPECT_EQ(1u, nproxy_sem_load(nproxy_hs_sem(k.hs, 2)));
+	EXPECT_TRUE(lb_rank_got(&k.r, 0, 48));
+	nproxy_comm_close(k.c);
+	hs_comm_free(&k);
 }
 
 TEST_HARNESS_MAIN

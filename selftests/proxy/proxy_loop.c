@@ -8,19 +8,33 @@
 #include "kselftest_harness.h"
 #include "proxy_test_util.h"
 
+/* A one-rank comm without network (skip policy) on device dev; its op waits on one trigger word. */
+struct skip_rank {
+	struct nproxy_comm_opts o;
+	uint32_t trig;
+	volatile uint32_t *words[1];
+	struct nproxy_cc_op op;
+};
+
+static void skip_rank_init(struct skip_rank *k, uint32_t dev, uint32_t trig)
+{
+	k->o = comm_opts(0, 1, dev, 1, NPROXY_COMM_F_SKIP_NET, NULL);
+	k->trig = trig;
+	k->words[0] = &k->trig;
+	k->op = cc_op(1, k->words, NULL, 0);
+}
+
 TEST(done_task_is_recycled_and_never_stepped_again)
 {
-	struct nproxy_comm_opts o = comm_opts(0, 1, 0, 1, NPROXY_COMM_F_SKIP_NET, NULL);
-	uint32_t trig = 0;
-	volatile uint32_t *words[1] = { &trig };
-	struct nproxy_cc_op op = cc_op(1, words, NULL, 0);
+	struct skip_rank k;
 	struct nproxy_proxy_stats st;
 	struct nproxy_comm *c;
 	uint64_t ctx;
 
+	skip_rank_init(&k, 0, 0);
 	capture_start();
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 1, &ctx));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&k.o, &c));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &k.op, 1, &ctx));
 	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c, ctx, NPROXY_TASK_NETWORK, 10000));
 	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c, ctx, NPROXY_TASK_BARRIER, 10000));
 	ASSERT_TRUE(WAIT_UNTIL(group_stats(0).tasks_done == 2, 10000));
@@ -92,19 +106,17 @@ TEST(idle_task_stays_active_until_its_peer_arrives)
 
 TEST(worker_sleeps_on_cv_only_when_nothing_is_active_or_queued)
 {
-	struct nproxy_comm_opts o = comm_opts(0, 1, 0, 1, NPROXY_COMM_F_SKIP_NET, NULL);
-	uint32_t trig = 0;
-	volatile uint32_t *words[1] = { &trig };
-	struct nproxy_cc_op op = cc_op(1, words, NULL, 0);
+	struct skip_rank k;
 	struct nproxy_proxy_stats a, b;
 	uint64_t cpu0, cpu1, ctx;
 	struct nproxy_comm *c;
 	int tid;
 
-	o.idle_policy = NPROXY_IDLE_SPIN;	/* the policy that would burn a core */
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
+	skip_rank_init(&k, 0, 0);
+	k.o.idle_policy = NPROXY_IDLE_SPIN;	/* the policy that would burn a core */
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&k.o, &c));
 	tid = nproxy_comm_worker_tid(c);
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 1, &ctx));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &k.op, 1, &ctx));
 	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c, ctx, NPROXY_TASK_BARRIER, 10000));
 	ASSERT_TRUE(WAIT_UNTIL(group_stats(0).tasks_done == 2 && group_stats(0).cv_waits >= 2,
 			       10000));
@@ -118,7 +130,7 @@ TEST(worker_sleeps_on_cv_only_when_nothing_is_active_or_queued)
 	EXPECT_LE(b.ticks - a.ticks, 1u);
 	EXPECT_LT(cpu1 - cpu0, 30000000u);
 	/* An append wakes it at once (not after the safety timeout). */
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 2, &ctx));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &k.op, 2, &ctx));
 	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c, ctx, NPROXY_TASK_BARRIER, 10000));
 	nproxy_comm_close(c);
 }
@@ -233,25 +245,23 @@ TEST(status_is_published_before_the_task_is_queued)
 
 TEST(check_status_erases_when_done_and_fails_when_unknown)
 {
-	struct nproxy_comm_opts o = comm_opts(0, 1, 0, 1, NPROXY_COMM_F_SKIP_NET, NULL);
-	uint32_t trig = NPROXY_PROXY_TRIGGER_SENTINEL;
-	volatile uint32_t *words[1] = { &trig };
-	struct nproxy_cc_op op = cc_op(1, words, NULL, 0);
+	struct skip_rank k;
 	enum nproxy_status st;
 	struct nproxy_comm *c, *other;
 	bool done;
 
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &other));
+	skip_rank_init(&k, 0, NPROXY_PROXY_TRIGGER_SENTINEL);
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&k.o, &c));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&k.o, &other));
 	EXPECT_ST(NPROXY_NOT_FOUND, nproxy_check_status(c, 42, NPROXY_TASK_NETWORK, &done, &st));
 	/* The text is this thread's, for the comm that failed only. */
 	EXPECT_NE(NULL, strstr(nproxy_comm_strerror(c), "no NETWORK task with ctx 42"));
 	EXPECT_STREQ("", nproxy_comm_strerror(other));
-	op.ctx = 42;
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 1, NULL));
+	k.op.ctx = 42;
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &k.op, 1, NULL));
 	/* A live ctx cannot be reused. */
 	capture_start();
-	EXPECT_ST(NPROXY_BUSY, nproxy_enq_proxy_tasks(c, &op, 1, NULL));
+	EXPECT_ST(NPROXY_BUSY, nproxy_enq_proxy_tasks(c, &k.op, 1, NULL));
 	capture_stop();
 	/* Same ctx, other comm of the same group: not its task. */
 	EXPECT_ST(NPROXY_NOT_FOUND, nproxy_check_status(other, 42, NPROXY_TASK_NETWORK, &done, &st));
@@ -263,7 +273,7 @@ TEST(check_status_erases_when_done_and_fails_when_unknown)
 	/* Not done: not erased. */
 	EXPECT_ST(NPROXY_SUCCESS, nproxy_check_status(c, 42, NPROXY_TASK_BARRIER, &done, &st));
 	EXPECT_ST(NPROXY_NOT_FOUND, nproxy_check_status(c, 42, NPROXY_TASK_UNKNOWN, &done, &st));
-	nproxy_trigger_store(&trig, 1);
+	nproxy_trigger_store(&k.trig, 1);
 	ASSERT_TRUE(WAIT_UNTIL(nproxy_check_status(c, 42, NPROXY_TASK_BARRIER, &done, &st) ==
 			       NPROXY_SUCCESS && done, 10000));
 	EXPECT_ST(NPROXY_SUCCESS, st);
@@ -274,16 +284,14 @@ TEST(check_status_erases_when_done_and_fails_when_unknown)
 
 TEST(wait_timeout_logs_the_watchdog_message)
 {
-	struct nproxy_comm_opts o = comm_opts(0, 1, 7, 1, NPROXY_COMM_F_SKIP_NET, NULL);
-	uint32_t trig = NPROXY_PROXY_TRIGGER_SENTINEL;
-	volatile uint32_t *words[1] = { &trig };
-	struct nproxy_cc_op op = cc_op(1, words, NULL, 0);
+	struct skip_rank k;
 	struct nproxy_comm *c;
 	uint64_t ctx;
 
+	skip_rank_init(&k, 7, NPROXY_PROXY_TRIGGER_SENTINEL);
 	capture_start();
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 1, &ctx));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&k.o, &c));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &k.op, 1, &ctx));
 	EXPECT_ST(NPROXY_TIMEOUT, nproxy_wait_status(c, ctx, NPROXY_TASK_BARRIER, 100));
 	EXPECT_EQ(1, capture_count(
 		"[nec_dev 7 gid 7] Timeout exceeded: Waiting on proxy task type 2: 1 sec "

@@ -57,19 +57,12 @@ static const struct nproxy_seam_ops rec_ops = {
 	.name = "record", .start = rec_start, .progress = rec_progress, .stop = rec_stop,
 };
 
-struct fixture_state {
-	struct nproxy_loopback_fabric *f;
-	struct lb_rank r;
-	struct nproxy_comm *c;
-};
-
-static int setup(struct fixture_state *s, uint32_t flags, bool record)
+static int setup(struct lb_comm *s, uint32_t flags, bool record)
 {
 	struct nproxy_comm_opts o;
 
-	if (nproxy_loopback_fabric_create(1, &s->f) || lb_rank_setup(&s->r, s->f, 0, 0, 32))
+	if (lb_comm_prepare(s, 0, flags, &o))
 		return -1;
-	o = comm_opts(0, 1, 0, 1, flags, s->r.lb);
 	if (record) {
 		inner = o.seam;
 		n_calls = 0;
@@ -78,21 +71,25 @@ static int setup(struct fixture_state *s, uint32_t flags, bool record)
 	return nproxy_comm_open(&o, &s->c) ? -1 : 0;
 }
 
-static void teardown(struct fixture_state *s)
+/* Enqueue op as one task, expect its network part to end with want; the seam's counters after. */
+static void run_task(struct __test_metadata *_metadata, struct lb_comm *s,
+		     struct nproxy_cc_op *op, enum nproxy_status want,
+		     struct nproxy_loopback_counters *lc)
 {
-	nproxy_comm_close(s->c);
-	nproxy_loopback_destroy(s->r.lb);
-	nproxy_loopback_fabric_destroy(s->f);
+	uint64_t ctx;
+
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(s->c, op, 1, &ctx));
+	ASSERT_ST(want, nproxy_wait_status(s->c, ctx, NPROXY_TASK_NETWORK, 10000));
+	nproxy_loopback_counters(s->r.lb, lc);
 }
 
 TEST(every_block_is_started_then_stopped_in_order_once_drained)
 {
 	struct nproxy_fifo_set blocks0[3], blocks1[2];
 	struct nproxy_loopback_counters lc;
-	struct fixture_state s;
+	struct lb_comm s;
 	struct nproxy_cc_op op;
 	uint32_t next_bb[2] = { 0, 0 }, stopped[2] = { 0, 0 };
-	uint64_t ctx;
 	int i, started = 0;
 
 	ASSERT_EQ(0, setup(&s, 0, true));
@@ -107,10 +104,7 @@ TEST(every_block_is_started_then_stopped_in_order_once_drained)
 	op.streams[0].n_blocks = 3;
 	op.streams[1].blocks = blocks1;
 	op.streams[1].n_blocks = 2;
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(s.c, &op, 1, &ctx));
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_wait_status(s.c, ctx, NPROXY_TASK_NETWORK, 10000));
-
-	nproxy_loopback_counters(s.r.lb, &lc);
+	run_task(_metadata, &s, &op, NPROXY_SUCCESS, &lc);
 	EXPECT_EQ(5u, lc.starts);
 	EXPECT_EQ(5u, lc.stops);
 	EXPECT_EQ(0u, lc.blocks_live);
@@ -138,25 +132,22 @@ TEST(every_block_is_started_then_stopped_in_order_once_drained)
 	}
 	EXPECT_EQ(3u, stopped[0]);
 	EXPECT_EQ(2u, stopped[1]);
-	teardown(&s);
+	lb_comm_close(&s);
 }
 
 TEST(skip_policy_completes_without_touching_the_seam)
 {
 	struct nproxy_loopback_counters lc;
-	struct fixture_state s;
+	struct lb_comm s;
 	struct nproxy_cc_op op;
-	uint64_t ctx;
 
 	ASSERT_EQ(0, setup(&s, NPROXY_COMM_F_SKIP_NET, false));
 	op = lb_rank_op(&s.r);
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(s.c, &op, 1, &ctx));
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_wait_status(s.c, ctx, NPROXY_TASK_NETWORK, 10000));
-	nproxy_loopback_counters(s.r.lb, &lc);
+	run_task(_metadata, &s, &op, NPROXY_SUCCESS, &lc);
 	EXPECT_EQ(0u, lc.starts);
 	EXPECT_EQ(0u, lc.progresses);
 	EXPECT_EQ(0u, lc.stops);
-	teardown(&s);
+	lb_comm_close(&s);
 }
 
 TEST(start_failure_ends_the_task_and_stops_the_started_blocks)
@@ -164,9 +155,8 @@ TEST(start_failure_ends_the_task_and_stops_the_started_blocks)
 	struct nproxy_loopback_counters lc;
 	struct nproxy_net_op bad_ops[1];
 	struct nproxy_fifo_set blocks[2];
-	struct fixture_state s;
+	struct lb_comm s;
 	struct nproxy_cc_op op;
-	uint64_t ctx;
 
 	ASSERT_EQ(0, setup(&s, 0, false));
 	blocks[0] = s.r.fs;
@@ -179,38 +169,33 @@ TEST(start_failure_ends_the_task_and_stops_the_started_blocks)
 	op.streams[0].blocks = blocks;
 	op.streams[0].n_blocks = 2;
 	capture_start();
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(s.c, &op, 1, &ctx));
-	EXPECT_ST(NPROXY_INVALID, nproxy_wait_status(s.c, ctx, NPROXY_TASK_NETWORK, 10000));
+	run_task(_metadata, &s, &op, NPROXY_INVALID, &lc);
 	EXPECT_EQ(1, capture_count("[nec_dev 0] failed to start network proxy ret:2", 0));
 	capture_stop();
-	nproxy_loopback_counters(s.r.lb, &lc);
 	EXPECT_EQ(2u, lc.starts);
 	EXPECT_EQ(1u, lc.stops);		/* block 0 was started, so it is stopped */
 	EXPECT_EQ(0u, lc.blocks_live);
 	EXPECT_EQ(0u, lc.progresses);
-	teardown(&s);
+	lb_comm_close(&s);
 }
 
 TEST(progress_error_ends_the_task_with_that_status)
 {
 	struct nproxy_loopback_counters lc;
-	struct fixture_state s;
+	struct lb_comm s;
 	struct nproxy_cc_op op;
-	uint64_t ctx;
 
 	ASSERT_EQ(0, setup(&s, 0, false));
 	nproxy_loopback_stall(s.r.lb, 5);			/* IDLE first ... */
 	nproxy_loopback_fail_next_progress(s.r.lb, NPROXY_PEER_DEAD);	/* ... then fail */
 	op = lb_rank_op(&s.r);
 	capture_start();
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(s.c, &op, 1, &ctx));
-	EXPECT_ST(NPROXY_PEER_DEAD, nproxy_wait_status(s.c, ctx, NPROXY_TASK_NETWORK, 10000));
+	run_task(_metadata, &s, &op, NPROXY_PEER_DEAD, &lc);
 	capture_stop();
-	nproxy_loopback_counters(s.r.lb, &lc);
 	EXPECT_EQ(0u, lc.blocks_live);
 	EXPECT_EQ(0u, lc.ops_completed);
 	EXPECT_EQ(0u, lc.misuse);
-	teardown(&s);
+	lb_comm_close(&s);
 }
 
 /* The seam's stop() can fail too: the task ends with that error, never SUCCESS. */
@@ -218,9 +203,8 @@ TEST(stop_error_ends_the_task_with_that_status)
 {
 	struct nproxy_loopback_counters lc;
 	struct nproxy_fifo_set blocks[2];
-	struct fixture_state s;
+	struct lb_comm s;
 	struct nproxy_cc_op op;
-	uint64_t ctx;
 	int i, progressed_after = 0;
 
 	ASSERT_EQ(0, setup(&s, 0, true));
@@ -232,8 +216,7 @@ TEST(stop_error_ends_the_task_with_that_status)
 	fail_stop_status = NPROXY_NET_ERROR;
 	fail_stop_bb = 0;
 	capture_start();
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(s.c, &op, 1, &ctx));
-	EXPECT_ST(NPROXY_NET_ERROR, nproxy_wait_status(s.c, ctx, NPROXY_TASK_NETWORK, 10000));
+	run_task(_metadata, &s, &op, NPROXY_NET_ERROR, &lc);
 	EXPECT_EQ(1, capture_count("network proxy stop returns", 0));
 	capture_stop();
 	/* Block 1 is never progressed once block 0's stop failed. */
@@ -241,15 +224,14 @@ TEST(stop_error_ends_the_task_with_that_status)
 		if (calls[i].kind == 'P' && calls[i].bb == 1)
 			progressed_after++;
 	EXPECT_EQ(0, progressed_after);
-	nproxy_loopback_counters(s.r.lb, &lc);
 	EXPECT_EQ(0u, lc.blocks_live);
 	fail_stop_status = NPROXY_SUCCESS;
-	teardown(&s);
+	lb_comm_close(&s);
 }
 
 TEST(precondition_holds_the_block_until_the_device_semaphore)
 {
-	struct fixture_state s;
+	struct lb_comm s;
 	struct nproxy_cc_op op;
 	enum nproxy_status st;
 	bool done;
@@ -270,12 +252,12 @@ TEST(precondition_holds_the_block_until_the_device_semaphore)
 	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(s.c, ctx, NPROXY_TASK_NETWORK, 10000));
 	EXPECT_EQ(1u, nproxy_sem_load(&s.r.sems[0]));
 	EXPECT_TRUE(lb_rank_got(&s.r, 0, 32));
-	teardown(&s);
+	lb_comm_close(&s);
 }
 
 TEST(invalid_ops_are_refused_at_enqueue)
 {
-	struct fixture_state s;
+	struct lb_comm s;
 	struct nproxy_cc_op op;
 
 	ASSERT_EQ(0, setup(&s, 0, false));
@@ -298,7 +280,7 @@ TEST(invalid_ops_are_refused_at_enqueue)
 	EXPECT_ST(NPROXY_INVALID, nproxy_enq_proxy_tasks(s.c, &op, 1, NULL));
 	capture_stop();
 	EXPECT_EQ(0u, group_stats(0).tasks_active);
-	teardown(&s);
+	lb_comm_close(&s);
 }
 
 TEST_HARNESS_MAIN

@@ -29,31 +29,19 @@ static const volatile struct nproxy_proxy_task *net_slot(const volatile struct n
 
 TEST(published_state_follows_the_task)
 {
-	struct nproxy_hs_opts ho = { .size = sizeof(ho), .backend = NPROXY_HS_AUTO,
-				     .n_streams = 1, .n_sems = 4 };
 	const volatile struct nproxy_proxy_task *slot;
 	const volatile struct nproxy_proxy_state *ps;
 	struct nproxy_prog_step prog[3];
-	struct nproxy_loopback_fabric *f;
 	struct nproxy_prog_result res;
-	struct nproxy_comm_opts o;
 	struct nproxy_cc_op op;
-	struct nproxy_comm *c;
-	struct nproxy_hs *hs;
-	struct lb_rank r;
-	uint64_t ctx;
+	struct hs_comm k;
 
-	if (nproxy_hs_open(&ho, &hs) != NPROXY_SUCCESS)
+	if (hs_open_auto(&k.hs) != NPROXY_SUCCESS)
 		SKIP(return, "no handshake backend available");
-	TH_LOG("handshake backend: %s", nproxy_hs_backend_name(nproxy_hs_backend_of(hs)));
-	ps = hs->proxy_state;
+	ps = k.hs->proxy_state;
 	ASSERT_NE(NULL, ps);
 	EXPECT_EQ(0u, LOAD(ps->magic));	/* no comm yet */
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_loopback_fabric_create(1, &f));
-	ASSERT_EQ(0, lb_rank_setup(&r, f, 0, 0, 48));
-	o = comm_opts(0, 1, 0, 1, NPROXY_COMM_F_DEVICE_WAIT, r.lb);
-	o.hs = hs;
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
+	ASSERT_ST(NPROXY_SUCCESS, hs_comm_open(&k));
 	EXPECT_EQ(NPROXY_PROXY_STATE_MAGIC, LOAD(ps->magic));
 	EXPECT_EQ((uint32_t)NPROXY_PROXY_STATE_VERSION, LOAD(ps->version));
 	EXPECT_EQ((uint32_t)sizeof(struct nproxy_proxy_state), LOAD(ps->size));
@@ -62,61 +50,51 @@ TEST(published_state_follows_the_task)
 	EXPECT_EQ(0u, LOAD(ps->rank));
 	EXPECT_EQ(1u, LOAD(ps->n_ranks));
 	EXPECT_EQ(NPROXY_PROXY_STATE_F_DEVICE_WAIT, LOAD(ps->flags));
-	EXPECT_TRUE(WAIT_UNTIL(LOAD(ps->worker_tid) == nproxy_comm_worker_tid(c) &&
+	EXPECT_TRUE(WAIT_UNTIL(LOAD(ps->worker_tid) == nproxy_comm_worker_tid(k.c) &&
 			       LOAD(ps->worker_tid) > 0, 10000));
 
 	/* The device waits on sem 3 before it triggers: the task must wait too. */
-	memset(prog, 0, sizeof(prog));
 	prog[0] = (struct nproxy_prog_step){ .op = NPROXY_STEP_WAIT_SEM, .index = 3, .value = 1,
 					     .timeout_ns = 20000000000ull };
-	prog[1] = (struct nproxy_prog_step){ .op = NPROXY_STEP_WRITE_TRIGGER, .index = 0,
-					     .value = 1 };
-	prog[2] = (struct nproxy_prog_step){ .op = NPROXY_STEP_WAIT_SEM, .index = 2, .value = 1,
-					     .timeout_ns = 20000000000ull };
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(hs, prog, 3, NULL));
+	prog_trigger_then_wait(&prog[1], 2, 20000000000ull);
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_hs_submit(k.hs, prog, 3, NULL));
 	EXPECT_EQ(3u, LOAD(ps->prog_n_steps));
 	EXPECT_EQ(1u, LOAD(ps->prog_seq));
 	EXPECT_EQ((uint16_t)NPROXY_STEP_WAIT_SEM, LOAD(ps->prog[0].op));
 	EXPECT_EQ(3u, LOAD(ps->prog[0].index));
 	EXPECT_EQ(0u, LOAD(ps->prog_seqlock) & 1);
 
-	op = lb_rank_op(&r);
-	op.trigger_words[0] = NULL;	/* from the comm's region */
-	op.dev.sems = NULL;
-	op.dev.n_sems = 0;
-	r.ops[1].post_sem = 2;
-	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 7, &ctx));
+	op = hs_comm_op(&k.r);
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(k.c, &op, 7, &k.ctx));
 	EXPECT_EQ(1u, LOAD(ps->ops_enqueued));
 	EXPECT_EQ(2u, LOAD(ps->next_slot));	/* network + barrier */
 	slot = net_slot(ps);
 	ASSERT_NE(NULL, slot);
 	EXPECT_EQ(7u, LOAD(slot->exec_id));
-	EXPECT_EQ(ctx, LOAD(slot->ctx));
+	EXPECT_EQ(k.ctx, LOAD(slot->ctx));
 	EXPECT_EQ(1u, LOAD(slot->trigger_mask));
 	EXPECT_TRUE(WAIT_UNTIL(LOAD(slot->run_state) == NPROXY_TASK_STATE_WAITING_DEVICE_TRIGGER, 10000));
 	EXPECT_EQ(0u, LOAD(slot->seq) & 1);
 	EXPECT_GE(LOAD(slot->state_ns), LOAD(slot->enqueue_ns));
-	EXPECT_EQ((uint32_t)NPROXY_PROG_RUNNING, LOAD(hs->info->prog_state));
-	EXPECT_EQ(0u, LOAD(hs->info->prog_step));	/* blocked in the WAIT_SEM */
-	EXPECT_EQ(NPROXY_TRIGGER_SENTINEL, nproxy_trigger_load(nproxy_hs_trigger(hs, 0)));
+	EXPECT_EQ((uint32_t)NPROXY_PROG_RUNNING, LOAD(k.hs->info->prog_state));
+	EXPECT_EQ(0u, LOAD(k.hs->info->prog_step));	/* blocked in the WAIT_SEM */
+	EXPECT_EQ(NPROXY_TRIGGER_SENTINEL, nproxy_trigger_load(nproxy_hs_trigger(k.hs, 0)));
 
-	nproxy_sem_add(nproxy_hs_sem(hs, 3), 1);
-	nproxy_sem_bell_ring(nproxy_hs_sem_bell(hs));
-	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c, ctx, NPROXY_TASK_NETWORK, 20000));
-	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c, ctx, NPROXY_TASK_BARRIER, 20000));
-	EXPECT_ST(NPROXY_SUCCESS, nproxy_hs_wait(hs, 20000, &res));
+	nproxy_sem_add(nproxy_hs_sem(k.hs, 3), 1);
+	nproxy_sem_bell_ring(nproxy_hs_sem_bell(k.hs));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(k.c, k.ctx, NPROXY_TASK_NETWORK, 20000));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(k.c, k.ctx, NPROXY_TASK_BARRIER, 20000));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_hs_wait(k.hs, 20000, &res));
 	EXPECT_EQ((unsigned int)NPROXY_PROG_DONE, res.state);
 	EXPECT_EQ((uint16_t)NPROXY_TASK_STATE_DONE, LOAD(slot->run_state));
 	EXPECT_EQ(0, LOAD(slot->status));
-	EXPECT_EQ(2u, LOAD(hs->info->prog_step));	/* the last step it ran */
+	EXPECT_EQ(2u, LOAD(k.hs->info->prog_step));	/* the last step it ran */
 	/* Nothing left: the worker goes to sleep, and says so. */
 	EXPECT_TRUE(WAIT_UNTIL(LOAD(ps->worker_state) == NPROXY_WORKER_SLEEPING, 10000));
 
-	nproxy_comm_close(c);
+	nproxy_comm_close(k.c);
 	EXPECT_EQ((uint32_t)NPROXY_WORKER_STOPPED, LOAD(ps->worker_state));
-	nproxy_hs_close(hs);
-	nproxy_loopback_destroy(r.lb);
-	nproxy_loopback_fabric_destroy(f);
+	hs_comm_free(&k);
 }
 
 TEST_HARNESS_MAIN

@@ -238,4 +238,126 @@ static inline int lb_rank_got(const struct lb_rank *r, uint32_t peer, uint32_t l
 	return 1;
 }
 
+/* A one-rank comm on a new loopback fabric; its rank r sends 32 bytes to itself. */
+struct lb_comm {
+	struct nproxy_loopback_fabric *f;
+	struct lb_rank r;
+	struct nproxy_comm *c;
+	uint64_t ctx;		/* the op gated_start() enqueued */
+};
+
+/* The fabric and the rank; *o: the options of a comm of device dev over them. */
+static inline int lb_comm_prepare(struct lb_comm *k, uint32_t dev, uint32_t flags,
+				  struct nproxy_comm_opts *o)
+{
+	if (nproxy_loopback_fabric_create(1, &k->f) || lb_rank_setup(&k->r, k->f, 0, 0, 32))
+		return -1;
+	*o = comm_opts(0, 1, dev, 1, flags, k->r.lb);
+	return 0;
+}
+
+static inline void lb_comm_close(struct lb_comm *k)
+{
+	nproxy_comm_close(k->c);
+	nproxy_loopback_destroy(k->r.lb);
+	nproxy_loopback_fabric_destroy(k->f);
+}
+
+/*
+ * The comm (device dev, DEVICE_WAIT) and one op enqueued, whose network task
+ * waits on words[0 .. streams_n) (all four entries are set: the ones past
+ * streams_n are guards); words NULL: on r's own words, word 0 closed.
+ */
+static inline int gated_start(struct lb_comm *g, volatile uint32_t **words, uint32_t streams_n,
+			      uint32_t dev)
+{
+	struct nproxy_comm_opts o;
+	struct nproxy_cc_op op;
+	uint32_t i;
+
+	if (lb_comm_prepare(g, dev, NPROXY_COMM_F_DEVICE_WAIT, &o))
+		return -1;
+	if (!words)
+		g->r.trig[0] = NPROXY_PROXY_TRIGGER_SENTINEL;
+	if (nproxy_comm_open(&o, &g->c))
+		return -1;
+	op = lb_rank_op(&g->r);
+	op.streams_n = streams_n;
+	for (i = 0; words && i < NPROXY_PROXY_MAX_STREAMS; i++)
+		op.trigger_words[i] = words[i];
+	return nproxy_enq_proxy_tasks(g->c, &op, 1, &g->ctx) ? -1 : 0;
+}
+
+/*
+ * Handshake pages on the automatic backend (memfd on the host, the
+ * module's in the VM); the log says which.
+ */
+static inline enum nproxy_status hs_open_auto(struct nproxy_hs **hs)
+{
+	struct nproxy_hs_opts ho = { .size = sizeof(ho), .backend = NPROXY_HS_AUTO,
+				     .n_streams = 1, .n_sems = 4 };
+	enum nproxy_status st = nproxy_hs_open(&ho, hs);
+
+	if (st == NPROXY_SUCCESS)
+		fprintf(stderr, "# handshake backend: %s\n",
+			nproxy_hs_backend_name(nproxy_hs_backend_of(*hs)));
+	return st;
+}
+
+/*
+ * A one-rank comm on a new loopback fabric that waits for the device on the
+ * handshake pages hs; its rank r exchanges 48 bytes with itself.
+ */
+struct hs_comm {
+	struct nproxy_hs *hs;
+	struct nproxy_loopback_fabric *f;
+	struct lb_rank r;
+	struct nproxy_comm *c;
+	uint64_t ctx;
+};
+
+/* k->hs open: the comm. */
+static inline enum nproxy_status hs_comm_open(struct hs_comm *k)
+{
+	struct nproxy_comm_opts o;
+	enum nproxy_status st = nproxy_loopback_fabric_create(1, &k->f);
+
+	if (st != NPROXY_SUCCESS)
+		return st;
+	if (lb_rank_setup(&k->r, k->f, 0, 0, 48))
+		return NPROXY_FAILURE;
+	o = comm_opts(0, 1, 0, 1, NPROXY_COMM_F_DEVICE_WAIT, k->r.lb);
+	o.hs = k->hs;
+	return nproxy_comm_open(&o, &k->c);
+}
+
+/* After nproxy_comm_close(k->c): the pages and the fabric. */
+static inline void hs_comm_free(struct hs_comm *k)
+{
+	nproxy_hs_close(k->hs);
+	nproxy_loopback_destroy(k->r.lb);
+	nproxy_loopback_fabric_destroy(k->f);
+}
+
+/* r's op with the comm region's trigger words and semaphores; the recv posts sem 2. */
+static inline struct nproxy_cc_op hs_comm_op(struct lb_rank *r)
+{
+	struct nproxy_cc_op op = lb_rank_op(r);
+
+	op.trigger_words[0] = NULL;
+	op.dev.sems = NULL;
+	op.dev.n_sems = 0;
+	r->ops[1].post_sem = 2;
+	return op;
+}
+
+/* Device program steps from 'at': write trigger 0, then wait for semaphore sem to reach 1. */
+static inline void prog_trigger_then_wait(struct nproxy_prog_step *at, uint32_t sem,
+					  uint64_t timeout_ns)
+{
+	at[0] = (struct nproxy_prog_step){ .op = NPROXY_STEP_WRITE_TRIGGER, .index = 0, .value = 1 };
+	at[1] = (struct nproxy_prog_step){ .op = NPROXY_STEP_WAIT_SEM, .index = sem, .value = 1,
+					   .timeout_ns = timeout_ns };
+}
+
 #endif
