@@ -449,7 +449,7 @@ static void stop_ranks(struct supervisor *sv, double now)
 		snprintf(sv->msg, sizeof(sv->msg), "interrupted by signal %d (SIG%s): ranks stopped",
 			 (int)interrupted, sigabbrev_np(interrupted) ?: "?");
 	} else if (now >= sv->hard_deadline && !sv->grace_until) {
-		int n = snprintf(sv->msg, sizeof(sv->msg), "timeout after %.0f s: still running:",
+		int n = snprintf(sv->msg, sizeof(sv->msg), "timeout after %g s: still running:",
 				 sv->o->timeout_s);
 
 		for (uint32_t p = 0; p < sv->P && n > 0 && (size_t)n < sizeof(sv->msg); p++) {
@@ -499,8 +499,13 @@ static void watch_hang(struct supervisor *sv, double now)
 static void supervise(struct supervisor *sv)
 {
 	run_progress_init(&sv->prog, sv->o, true, isatty(STDERR_FILENO));
-	/* Ranks enforce --timeout themselves; this backstop catches a stuck one. */
-	sv->hard_deadline = sv->t0 + sv->o->timeout_s + 10;
+	/*
+	 * The supervisor enforces --timeout: its ranks run RUN_SUPERVISED_GRACE_S
+	 * longer, so they are frozen and stopped here, with hang-report's
+	 * snapshot naming the one that stalled, before any of them gives up
+	 * and makes the others report a dead peer.
+	 */
+	sv->hard_deadline = sv->t0 + sv->o->timeout_s;
 	sv->alive = sv->P;
 	while (sv->alive) {
 		double now = run_now();

@@ -27,6 +27,8 @@
 #define RUN_MAX_RANKS	64	/* the bananaphone bus limit (NPROXY_BP_MAX_RANKS) */
 /* Every rank holds the whole result buffer and its inputs. */
 #define RUN_MAX_SIZE_BYTES	(256ULL << 20)
+/* Past --timeout, the time a supervised rank waits for its supervisor (run_job.c). */
+#define RUN_SUPERVISED_GRACE_S	3.0
 /*
  * Result rows of a run: sizes x data types x ops x variants x cycles
  * (nccl-tests mode may loop over every type and op, out-of-place and in

@@ -233,7 +233,14 @@ int run_job(const struct run_opts *o, const struct run_place *place, struct run_
 	hooks.corrupt_rank = run_corrupt_hook(&hooks.corrupt_row);
 	hooks.kill_rank = run_kill_hook(&hooks.kill_iter);
 	hooks.crash_rank = run_crash_hook(&hooks.crash_iter, &hooks.crash_sig);
-	place_ranks(ranks, o, place, run_now() + o->timeout_s);
+	/*
+	 * Forked by nproxy-run's supervisor, a rank keeps going a little past
+	 * --timeout: the supervisor, which has hang-report's snapshot, stops
+	 * every rank at --timeout and names the one that stalled.  A rank
+	 * that gave up first would exit, and the others would report it dead.
+	 */
+	place_ranks(ranks, o, place,
+		    run_now() + o->timeout_s + (place->launched ? 0 : RUN_SUPERVISED_GRACE_S));
 	code = run_ranks_open(ranks, R);
 	if (!code) {
 		rec->proxy_threads = nproxy_proxy_group_count();
