@@ -262,6 +262,7 @@ struct supervisor {
 	struct run_progress prog;
 	struct run_table table;
 	double t0, hard_deadline, grace_until;
+	bool teardown_grace;		/* the deadline moved once: every rank tears down */
 	char msg[700];			/* why the run stopped, "" if it did not */
 	/* Near the deadline: who stalled, and who only waits (see watch_hang). */
 	double next_hang_look;
@@ -429,10 +430,19 @@ static void draw_progress(struct supervisor *sv)
 	}
 }
 
+/* What a rank's process was doing, as it last said (run_phase). */
+static void rank_phase(const struct supervisor *sv, uint32_t p, char *buf, size_t len)
+{
+	size_t n = len < sizeof(sv->recs[p]->phase) ? len : sizeof(sv->recs[p]->phase);
+
+	memcpy(buf, (const char *)sv->recs[p]->phase, n);
+	buf[n - 1] = '\0';
+}
+
 /* Interrupted, past the deadline or the grace after a failure: stop them all. */
 static void stop_ranks(struct supervisor *sv, double now)
 {
-	char what[96];
+	char what[96], phase[64];
 
 	/*
 	 * Freeze them all first: a rank still running while another is
@@ -456,7 +466,9 @@ static void stop_ranks(struct supervisor *sv, double now)
 			if (sv->kids[p].reaped)
 				continue;
 			describe_ranks(what, sizeof(what), p, sv->o->ranks_per_proc, sv->kids[p].pid);
-			n += snprintf(sv->msg + n, sizeof(sv->msg) - n, " %s", what);
+			rank_phase(sv, p, phase, sizeof(phase));
+			n += snprintf(sv->msg + n, sizeof(sv->msg) - n, " %s%s%s%s", what,
+				      phase[0] ? " (" : "", phase, phase[0] ? ")" : "");
 		}
 	}
 	for (uint32_t p = 0; p < sv->P; p++) {
@@ -495,6 +507,28 @@ static void watch_hang(struct supervisor *sv, double now)
 	memcpy(sv->victims, victims, sizeof(victims));
 }
 
+/*
+ * At --timeout, ranks that have run every row and are only tearing down
+ * are not stopped: the run is done.  Once, they get the grace a rank's own
+ * waits have, and the old backstop's 10 s.
+ */
+static void extend_for_teardown(struct supervisor *sv, double now)
+{
+	char phase[64];
+
+	if (sv->teardown_grace || now < sv->hard_deadline || interrupted)
+		return;
+	for (uint32_t p = 0; p < sv->P; p++) {
+		if (sv->kids[p].reaped)
+			continue;
+		rank_phase(sv, p, phase, sizeof(phase));
+		if (strcmp(phase, "teardown"))
+			return;
+	}
+	sv->teardown_grace = true;
+	sv->hard_deadline += RUN_SUPERVISED_GRACE_S + 10;
+}
+
 /* Reap, draw progress and enforce the deadline until every rank is gone. */
 static void supervise(struct supervisor *sv)
 {
@@ -515,6 +549,7 @@ static void supervise(struct supervisor *sv)
 		if (!sv->alive)
 			break;
 		watch_hang(sv, now);
+		extend_for_teardown(sv, now);
 		if (interrupted || now >= sv->hard_deadline ||
 		    (sv->grace_until && now >= sv->grace_until)) {
 			stop_ranks(sv, now);

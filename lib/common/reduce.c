@@ -228,7 +228,7 @@ static void reduce_bf16_generic(uint16_t *a, const uint16_t *b, size_t n, enum n
  * (target_clones): its resolver runs during relocation, before a
  * sanitizer's runtime is up, and ThreadSanitizer builds crash there.
  */
-#if defined(__x86_64__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target("avx2")))
 static void reduce_bf16_avx2(uint16_t *a, const uint16_t *b, size_t n, enum nproxy_redop op)
 {
@@ -249,7 +249,11 @@ static void reduce_bf16(uint16_t *a, const uint16_t *b, size_t n, enum nproxy_re
 }
 #endif
 
-#if defined(__x86_64__)
+/*
+ * GCC's CPU feature names (clang before 18 does not know "f16c"); other
+ * compilers take the portable loops.
+ */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
 
 #define F16C_LOOP(EXPR)							\

@@ -13,6 +13,7 @@
 #include <string.h>
 #include "kselftest_harness.h"
 #include <nproxy/seam.h>
+#include "common/common_internal.h"
 
 static const enum nproxy_redop all_ops[] = { NPROXY_SUM, NPROXY_PROD, NPROXY_MAX, NPROXY_MIN,
 					     NPROXY_AVG };
@@ -183,6 +184,63 @@ ORACLE(int64_t)
 ORACLE(uint64_t)
 ORACLE(float)
 ORACLE(double)
+
+/*
+ * The portable conversions the vector paths fall back to (a CPU without
+ * F16C or AVX2 runs only these; a CPU with them only their tails): every
+ * half value out, and a million float bit patterns plus the edges in, for
+ * half and for bfloat16.
+ */
+static const uint32_t edge_floats[] = {
+	0x00000000, 0x80000000, 0x00000001, 0x007fffff, 0x00800000, 0x33000000, 0x33000001,
+	0x387fc000, 0x38800000, 0x477fe000, 0x477fefff, 0x477ff000, 0x7f7fffff, 0x7f800000,
+	0xff800000, 0x7fc00000, 0x7f800001, 0x3f808000, 0x3f818000, 0x3f7fffff,
+};
+
+static float float_of(uint32_t u)
+{
+	float f;
+
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+static uint32_t next_pattern(uint32_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 17;
+	*x ^= *x << 5;
+	return *x;
+}
+
+TEST(portable_conversions_match_the_oracles)
+{
+	unsigned int bad = 0;
+	uint32_t x = 2463534242u;
+
+	for (uint32_t h = 0; h < 65536; h++) {
+		float got = npx_half_to_float((uint16_t)h), want = (float)f16_of((uint16_t)h);
+
+		if (isnan(want) ? !isnan(got) : memcmp(&got, &want, sizeof(got)))
+			if (bad++ < 5)
+				TH_LOG("half 0x%04x -> %a, want %a", h, got, want);
+	}
+	for (uint32_t i = 0; i < 1000000 + sizeof(edge_floats) / sizeof(edge_floats[0]); i++) {
+		uint32_t u = i < sizeof(edge_floats) / sizeof(edge_floats[0]) ? edge_floats[i] :
+			     next_pattern(&x);
+		float f = float_of(u);
+		uint16_t h = npx_float_to_half(f), hw = f16_bits((_Float16)f);
+		uint16_t b = npx_float_to_bf16(f), bw = oracle_bf16(f);
+
+		if (isnan(f) ? !f16_is_nan(h) : h != hw)
+			if (bad++ < 10)
+				TH_LOG("float 0x%08x -> half 0x%04x, want 0x%04x", u, h, hw);
+		if (isnan(f) ? !isnan(bf16_to_float(b)) : b != bw)
+			if (bad++ < 10)
+				TH_LOG("float 0x%08x -> bfloat16 0x%04x, want 0x%04x", u, b, bw);
+	}
+	EXPECT_EQ(0, bad);
+}
 
 TEST(integer_and_float_types_compute_in_the_type)
 {
