@@ -85,11 +85,13 @@ TEST(yield_yields_every_idle_tick_and_never_parks)
 	measure(_metadata, NPROXY_IDLE_YIELD, "yield", &c);
 	EXPECT_LT(100u, c.yields);
 	/*
-	 * One yield per idle tick: the window's edges may split a few, and a
-	 * producer taking the lock makes the worker yield once more.
+	 * One yield per idle tick: the window's edges may split a few, a
+	 * producer taking the lock makes the worker yield once more, and a
+	 * sanitizer's runtime yields in its own spin locks (TSan: 9 in 100000
+	 * ticks), so 0.1 % on top.  Two yields a tick, or none, still fail.
 	 */
 	EXPECT_GE(c.yields + 8, c.idle_ticks);
-	EXPECT_LE(c.yields, c.idle_ticks + 8);
+	EXPECT_LE(c.yields, c.idle_ticks + 8 + c.idle_ticks / 1000);
 	EXPECT_EQ(0u, c.parks);
 }
 
