@@ -138,8 +138,9 @@ int run_buffers_alloc(struct run_rank *rc, const struct run_row *row)
 	rc->send_len = count * rc->esize;
 	rc->send = zeroed(rc->send_len);
 	rc->recv = zeroed(rc->recv_len);
-	/* One expected result per process: every local rank checks against it. */
-	if (rc->o->check && !rc->local_idx) {
+	/* One expected allreduce result per process: every local rank checks
+	 * against it (moved data is checked a block at a time, run_verify.c). */
+	if (rc->o->check && !rc->local_idx && rc->o->coll == RUN_ALLREDUCE) {
 		rc->want = zeroed(rc->recv_len);
 		rc->tmp = zeroed(rc->send_len);
 		if (!rc->want || !rc->tmp)

@@ -111,17 +111,17 @@ static void fire_hooks(const struct job_hooks *h, uint32_t proc_rank, uint32_t R
 
 /*
  * Check every local rank's result; the wrong elements over them.  The
- * expected result of an allgather or allreduce is every rank's, so it is
- * built once (in local rank 0's buffers) and not once per rank: building
- * it is W fills and W-1 reductions, far more than the check.
+ * expected result of an allreduce is every rank's, so it is built once (in
+ * local rank 0's buffers) and not once per rank: building it is W fills
+ * and W-1 reductions, far more than the check.
  */
 static uint64_t verify_ranks(struct run_rank *ranks, uint32_t R, const struct job_hooks *h,
 			     bool corrupt, uint64_t global_iter, uint64_t bytes)
 {
-	bool shared = run_expect_shared(ranks[0].o);
+	bool reduce = ranks[0].o->coll == RUN_ALLREDUCE;
 	uint64_t wrong = 0;
 
-	if (ranks[0].o->check && shared)
+	if (ranks[0].o->check && reduce)
 		run_expect(&ranks[0], ranks[0].want, ranks[0].tmp, global_iter);
 	for (uint32_t i = 0; i < R; i++) {
 		struct run_rank *rc = &ranks[i];
@@ -132,8 +132,6 @@ static uint64_t verify_ranks(struct run_rank *ranks, uint32_t R, const struct jo
 			*run_corrupt_byte(rc) ^= 0x40;
 		if (!rc->o->check)
 			continue;
-		if (!shared)
-			run_expect(rc, ranks[0].want, ranks[0].tmp, global_iter);
 		bad = run_verify(rc, ranks[0].want, global_iter, bytes, msg, sizeof(msg));
 		if (bad) {
 			wrong += bad;

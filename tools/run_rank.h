@@ -78,14 +78,13 @@ void run_buffers_free(struct run_rank *rc);
  * saying "would need N GB, M GB available". */
 int run_memory_check(const struct run_rank *ranks, uint32_t n_local, uint32_t host_ranks);
 
-/* run_verify.c: each rank's inputs for iteration iter; rc's expected
- * result into want (tmp: room for one rank's input), the same for every
- * rank when run_expect_shared() (allgather, allreduce: built once per
- * process); the check of the result against it (wrong elements, the
- * first described in msg); where the selftests' corruption hook flips a
- * byte. */
+/* run_verify.c: each rank's inputs for iteration iter; an allreduce's
+ * expected result into want (tmp: room for one rank's input), the same for
+ * every rank, built once per process; the check of the result (against
+ * want for an allreduce, block by block for moved data: wrong elements,
+ * the first described in msg); where the selftests' corruption hook flips
+ * a byte. */
 void run_fill_inputs(struct run_rank *rc, uint64_t iter);
-bool run_expect_shared(const struct run_opts *o);
 void run_expect(const struct run_rank *rc, void *want, void *tmp, uint64_t iter);
 uint64_t run_verify(const struct run_rank *rc, const void *expected, uint64_t iter, uint64_t size,
 		    char *msg, size_t len);
