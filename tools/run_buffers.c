@@ -3,8 +3,8 @@
  * nproxy-run: each row's buffers.  send holds the op's input (used in
  * place it is left alone), recv the whole result (the allgather's W parts,
  * the allreduce's vector, sendrecv's incoming part); want and tmp build
- * the expected result when the run verifies, local rank 0's for the whole
- * process.  The op verb registers send
+ * an allreduce's expected result when the run verifies, local rank 0's for
+ * the whole process (moved data is checked a block at a time).  The op verb registers send
  * and recv on first use and forgets them before they are freed.
  */
 #include <stdio.h>
