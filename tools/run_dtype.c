@@ -174,14 +174,26 @@ static inline int64_t value(int kind, enum nproxy_dtype dt, uint32_t r, uint32_t
 #define AS_HALF(v) to_half((float)(v))
 #define AS_BF16(v) to_bf16((float)(v))
 
-/* Moved data is raw bits of the element's width (a float may be a NaN). */
+/*
+ * Moved data is raw bits of the element's width (a float may be a NaN),
+ * stored through the element's own type: a store of a known width per
+ * element, where a memcpy of a run-time width was a call per element.
+ */
+#define FILL_MOVED(T)								\
+	do {									\
+		T *p = buf;							\
+		for (size_t i = 0; i < n; i++)					\
+			p[i] = (T)mix(r, base + i, iter);			\
+	} while (0)
+
 static void fill_moved(void *buf, size_t esize, uint32_t r, uint64_t base, size_t n,
 		       uint64_t iter)
 {
-	for (size_t i = 0; i < n; i++) {
-		uint64_t h = mix(r, base + i, iter);
-
-		memcpy((char *)buf + i * esize, &h, esize);	/* little-endian: the low bytes */
+	switch (esize) {
+	case 1: FILL_MOVED(uint8_t); break;
+	case 2: FILL_MOVED(uint16_t); break;
+	case 4: FILL_MOVED(uint32_t); break;
+	default: FILL_MOVED(uint64_t); break;
 	}
 }
 
