@@ -636,6 +636,16 @@ static void print_errors(const struct supervisor *sv)
 	for (uint32_t p = 0; p < sv->P; p++) {
 		const struct child *k = &sv->kids[p];
 
+		/* Another rank that died of a signal we did not send (-1): a crash
+		 * of its own, often in teardown after the culprit's death. */
+		if ((int)p != sv->first_bad && k->status != -1 && WIFSIGNALED(k->status)) {
+			char what[96], death[400];
+
+			describe_ranks(what, sizeof(what), p, sv->o->ranks_per_proc, k->pid);
+			run_describe_death(sv->recs[p], WTERMSIG(k->status), death, sizeof(death));
+			fprintf(stderr, "nproxy-run:   also: %s %s\n", what, death);
+			continue;
+		}
 		/* A judged timeout lists the victims: their "peer died" adds nothing. */
 		if (sv->hang_culprits && WIFEXITED(k->status) &&
 		    WEXITSTATUS(k->status) == RUN_EXIT_DEAD)

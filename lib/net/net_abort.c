@@ -39,6 +39,14 @@ struct net_abort_msg {
 struct net_abort {
 	struct net_req recv;
 	struct net_req send[ABORT_SLOTS];
+	/*
+	 * A send the provider refused for now (-FI_EAGAIN: shm's first send to
+	 * a peer it has not reached yet, a full queue): kept in its slot with
+	 * its distance in the tree and posted again from nproxy_net_poll()
+	 * and nproxy_net_abort()'s flush, not dropped.
+	 */
+	uint8_t queued[ABORT_SLOTS];
+	uint32_t queued_d[ABORT_SLOTS];
 	struct net_abort_msg *msgs;	/* [0]: receive buffer, [1 + i]: send slot i */
 	uint32_t mr;
 	uint8_t *seen;			/* [n_ranks]: origins already forwarded */
@@ -106,9 +114,11 @@ void npx_net_abort_cancel(struct nproxy_net *net)
 		return;
 	if (ab->recv.posted)
 		fi_cancel(&net->ep->fid, &ab->recv.ctx);
-	for (uint32_t i = 0; i < ABORT_SLOTS; i++)
+	for (uint32_t i = 0; i < ABORT_SLOTS; i++) {
 		if (ab->send[i].posted)
 			fi_cancel(&net->ep->fid, &ab->send[i].ctx);
+		ab->queued[i] = 0;	/* never to be posted now */
+	}
 }
 
 void npx_net_abort_free(struct nproxy_net *net)
@@ -137,23 +147,40 @@ void npx_net_peer_host(struct nproxy_net *net, uint32_t peer, char *buf, size_t 
 	snprintf(buf, len, "%.*s", (int)(len > 1 ? len - 1 : 0), str);
 }
 
-static void send_one(struct nproxy_net *net, const struct net_abort_msg *m, uint32_t to)
+static void send_subtree(struct nproxy_net *net, const struct net_abort_msg *m, uint32_t d);
+
+/* Post slot i (its message to its peer); false when it is to be tried again. */
+static bool post_slot(struct nproxy_net *net, uint32_t i)
 {
 	struct net_abort *ab = net->abort;
 	ssize_t rc;
 
+	rc = fi_tsend(net->ep, &ab->msgs[1 + i], sizeof(ab->msgs[1 + i]), net->mrs[ab->mr].desc,
+		      net->peers[ab->send[i].peer], abort_tag(net), &ab->send[i].ctx);
+	if (rc == 0) {
+		ab->send[i].posted = 1;
+		return true;
+	}
+	if (rc == -FI_EAGAIN)
+		return false;
+	nproxy_log(NPROXY_LOG_WARN, "net rank %u: abort: send to rank %u: %s",
+		   net->rank, ab->send[i].peer, fi_strerror((int)-rc));
+	return true;
+}
+
+/* Send m to rank `to`, at distance d from the origin in its tree. */
+static void send_one(struct nproxy_net *net, const struct net_abort_msg *m, uint32_t to,
+		     uint32_t d)
+{
+	struct net_abort *ab = net->abort;
+
 	for (uint32_t i = 0; i < ABORT_SLOTS; i++) {
-		if (ab->send[i].posted)
+		if (ab->send[i].posted || ab->queued[i])
 			continue;
 		ab->msgs[1 + i] = *m;
 		ab->send[i].peer = to;
-		rc = fi_tsend(net->ep, &ab->msgs[1 + i], sizeof(*m), net->mrs[ab->mr].desc,
-			      net->peers[to], abort_tag(net), &ab->send[i].ctx);
-		if (rc == 0)
-			ab->send[i].posted = 1;
-		else
-			nproxy_log(NPROXY_LOG_WARN, "net rank %u: abort: send to rank %u: %s",
-				   net->rank, to, fi_strerror((int)-rc));
+		ab->queued_d[i] = d;
+		ab->queued[i] = !post_slot(net, i);
 		return;
 	}
 	nproxy_log(NPROXY_LOG_WARN, "net rank %u: abort: no free send slot for rank %u",
@@ -165,14 +192,39 @@ static void send_subtree(struct nproxy_net *net, const struct net_abort_msg *m, 
 {
 	uint32_t n = net->n_ranks, to = (m->origin + d) % n;
 
-	if (to != m->dead) {
-		send_one(net, m, to);
+	if (to != m->dead && !npx_net_in_process_closed(net, to)) {
+		send_one(net, m, to, d);
 		return;
 	}
-	/* The dead rank cannot forward: its children are sent to here. */
+	/* The dead rank (or a closed one of this process) cannot forward:
+	 * its children are sent to here. */
 	for (uint64_t step = 1; d + step < n; step <<= 1)
 		if (step > d)
 			send_subtree(net, m, d + (uint32_t)step);
+}
+
+/* The sends that met -FI_EAGAIN, once more.  net->lock held. */
+static void retry_queued(struct nproxy_net *net)
+{
+	struct net_abort *ab = net->abort;
+	struct net_abort_msg m;
+
+	npx_net_in_process_lock();
+	for (uint32_t i = 0; i < ABORT_SLOTS; i++) {
+		if (!ab->queued[i])
+			continue;
+		if (!npx_net_in_process_closed(net, ab->send[i].peer)) {
+			ab->queued[i] = !post_slot(net, i);
+			continue;
+		}
+		/* Closed since: its children are sent to here, as in send_subtree. */
+		ab->queued[i] = 0;
+		m = ab->msgs[1 + i];
+		for (uint64_t step = 1; ab->queued_d[i] + step < net->n_ranks; step <<= 1)
+			if (step > ab->queued_d[i])
+				send_subtree(net, &m, ab->queued_d[i] + (uint32_t)step);
+	}
+	npx_net_in_process_unlock();
 }
 
 /* Forward m to this rank's children in the origin's tree. */
@@ -180,9 +232,12 @@ static void forward(struct nproxy_net *net, const struct net_abort_msg *m)
 {
 	uint32_t n = net->n_ranks, d = (net->rank + n - m->origin) % n;
 
+	/* An in-process peer cannot close its endpoint while we send to it. */
+	npx_net_in_process_lock();
 	for (uint64_t step = 1; d + step < n; step <<= 1)
 		if (step > d)
 			send_subtree(net, m, d + (uint32_t)step);
+	npx_net_in_process_unlock();
 }
 
 static void take(struct nproxy_net *net, const struct net_abort_msg *m)
@@ -243,15 +298,18 @@ void npx_net_abort_locked(struct nproxy_net *net, uint32_t dead, int pid, const 
 bool npx_net_abort_sending(struct nproxy_net *net)
 {
 	for (uint32_t i = 0; net->abort && i < ABORT_SLOTS; i++)
-		if (net->abort->send[i].posted)
+		if (net->abort->send[i].posted || net->abort->queued[i])
 			return true;
 	return false;
 }
 
 void npx_net_abort_repost(struct nproxy_net *net)
 {
-	if (net->abort && !net->abort->recv.posted && net->n_ranks > 1)
+	if (!net->abort)
+		return;
+	if (!net->abort->recv.posted && net->n_ranks > 1)
 		post_recv(net);
+	retry_queued(net);
 }
 
 NPROXY_API const char *nproxy_net_abort_reason(const struct nproxy_net *net)

@@ -626,6 +626,7 @@ NPROXY_API void nproxy_net_abort(struct nproxy_net *net, uint32_t dead_rank, int
 	until = npx_now_ms() + ABORT_FLUSH_MS;
 	while (npx_net_abort_sending(net) && npx_now_ms() < until) {
 		npx_net_drain_cq(net, &moved);
+		npx_net_abort_repost(net);
 		pthread_mutex_unlock(&net->lock);
 		nanosleep(&nap, NULL);
 		pthread_mutex_lock(&net->lock);

@@ -339,6 +339,7 @@ NPROXY_API enum nproxy_status nproxy_net_open(const struct nproxy_net_opts *opts
 		st = npx_net_abort_init(net);
 	if (st != NPROXY_SUCCESS)
 		goto fail_local;
+	npx_net_in_process_add(net);
 	/* shm needs no connection; every other provider may make one lazily. */
 	if (strcmp(net->prov, "shm"))
 		st = npx_net_barrier_connect(net, x.timeout_ms);
@@ -362,6 +363,7 @@ NPROXY_API void nproxy_net_close(struct nproxy_net *net)
 {
 	if (!net)
 		return;
+	npx_net_in_process_closing(net);
 	npx_net_engine_close(net);	/* cancels posted ops, forgets blocks */
 	if (net->ep) {
 		npx_net_barrier_cancel(net);
@@ -384,6 +386,7 @@ NPROXY_API void nproxy_net_close(struct nproxy_net *net)
 	npx_net_engine_free(net);
 	npx_net_barrier_free(net);
 	npx_net_abort_free(net);
+	npx_net_in_process_remove(net);
 	free(net->mrs);
 	free(net->peers);
 	free(net->inflight);

@@ -207,10 +207,25 @@ void npx_net_abort_complete(struct nproxy_net *net, struct net_req *req, bool ok
 void npx_net_peer_host(struct nproxy_net *net, uint32_t peer, char *buf, size_t len);
 /* Abort sends still in the provider's hands. */
 bool npx_net_abort_sending(struct nproxy_net *net);
-/* Post the abort receive again if a failure left it unposted. */
+/* Post the abort receive again if a failure left it unposted, and the
+ * abort sends the provider refused for now (-FI_EAGAIN). */
 void npx_net_abort_repost(struct nproxy_net *net);
 /* This rank learnt that `dead` died: tell every rank. */
 void npx_net_abort_locked(struct nproxy_net *net, uint32_t dead, int pid, const char *why);
+
+/*
+ * net_in_process.c: this process's engines by (comm_id, rank), so that no
+ * abort is sent to an in-process peer whose endpoint is closing (shm
+ * reaches it through that endpoint's own memory).
+ */
+void npx_net_in_process_add(const struct nproxy_net *net);
+/* Before the endpoint is closed: no abort send reaches it after this. */
+void npx_net_in_process_closing(const struct nproxy_net *net);
+void npx_net_in_process_remove(const struct nproxy_net *net);
+/* Held around abort sends and npx_net_in_process_closed(). */
+void npx_net_in_process_lock(void);
+void npx_net_in_process_unlock(void);
+bool npx_net_in_process_closed(const struct nproxy_net *net, uint32_t peer);
 
 /* net_exchange.c: all-gathers over bananaphone or the TCP rendezvous */
 struct net_xchg {
