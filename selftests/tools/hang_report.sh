@@ -21,13 +21,8 @@ BACKEND=${HANG_BACKEND:-memfd}
 export NPROXY_HANDSHAKE=$BACKEND
 ((EUID == 0)) || tap_skip_all "hang-report reads other processes' fds (pidfd_getfd): needs root"
 
-tmp=$(mktemp -d)
 job=
-cleanup() {
-	[[ -n $job ]] && kill -TERM "$job" 2>/dev/null && wait "$job" 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+tap_tmpdir_job TERM job
 
 # start_job HANG PROCS: nproxy-run in the background, its pid in $job.
 start_job() {
