@@ -363,55 +363,52 @@ static long nproxy_ioc_write_trigger(struct file *file, void *karg)
 	return 0;
 }
 
-static long nproxy_sem_op_check(struct nproxy_region *r,
-				const struct nproxy_sem_op *op)
+/* The semaphore word op names, or NULL when the op is malformed or out of range. */
+static u64 *nproxy_sem_of(struct nproxy_region *r, const struct nproxy_sem_op *op)
 {
-	if (op->pad)
-		return -EINVAL;
-	if (op->sem >= r->n_sems)
-		return -EINVAL;
-	return 0;
+	if (op->pad || op->sem >= r->n_sems)
+		return NULL;
+	return &r->sems[op->sem];
 }
 
 static long nproxy_ioc_sem_get(struct file *file, void *karg)
 {
-	struct nproxy_region *r = file_region(file);
 	struct nproxy_sem_op *op = karg;
-	long err = nproxy_sem_op_check(r, op);
+	u64 *sem = nproxy_sem_of(file_region(file), op);
 
-	if (err)
-		return err;
+	if (!sem)
+		return -EINVAL;
 	/* Pairs with release adds from the host's mapping. */
-	op->value = smp_load_acquire(&r->sems[op->sem]);
+	op->value = smp_load_acquire(sem);
+	return 0;
+}
+
+/* SEM_SET (add false) and SEM_INC (add true); both ring the doorbell. */
+static long nproxy_sem_write(struct file *file, const struct nproxy_sem_op *op, bool add)
+{
+	struct nproxy_region *r = file_region(file);
+	u64 *sem = nproxy_sem_of(r, op);
+
+	if (!sem)
+		return -EINVAL;
+	if (add)
+		/* Same atomic add userspace does through its mapping. */
+		atomic64_add((s64)op->value, (atomic64_t *)sem);
+	else
+		/* Pairs with the device's (and the host's) acquire loads. */
+		smp_store_release(sem, op->value);
+	nproxy_prog_sem_doorbell(r);
 	return 0;
 }
 
 static long nproxy_ioc_sem_set(struct file *file, void *karg)
 {
-	struct nproxy_region *r = file_region(file);
-	struct nproxy_sem_op *op = karg;
-	long err = nproxy_sem_op_check(r, op);
-
-	if (err)
-		return err;
-	/* Pairs with the device's (and the host's) acquire loads. */
-	smp_store_release(&r->sems[op->sem], op->value);
-	nproxy_prog_sem_doorbell(r);
-	return 0;
+	return nproxy_sem_write(file, karg, false);
 }
 
 static long nproxy_ioc_sem_inc(struct file *file, void *karg)
 {
-	struct nproxy_region *r = file_region(file);
-	struct nproxy_sem_op *op = karg;
-	long err = nproxy_sem_op_check(r, op);
-
-	if (err)
-		return err;
-	/* Same atomic add userspace does through its mapping. */
-	atomic64_add((s64)op->value, (atomic64_t *)&r->sems[op->sem]);
-	nproxy_prog_sem_doorbell(r);
-	return 0;
+	return nproxy_sem_write(file, karg, true);
 }
 
 static long nproxy_ioc_get_state(struct file *file, void *karg)
