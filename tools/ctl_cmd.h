@@ -34,6 +34,13 @@ struct ctl_cmd {
 	{ "help", no_argument, NULL, 'h' }
 
 /*
+ * A subcommand's table of long options, called name: CTL_COMMON_OPTIONS,
+ * then its own (struct option initializers, at least one), then the end.
+ */
+#define CTL_LONGOPTS(name, ...) \
+	static const struct option name[] = { CTL_COMMON_OPTIONS, __VA_ARGS__, { 0 } }
+
+/*
  * getopt_long over a subcommand's argv with its own longopts (long options
  * only, CTL_COMMON_OPTIONS handled here).  Returns the next option of the
  * command's own (its optarg in optarg); 0 once every option is read, the

@@ -171,9 +171,7 @@ int ctl_cmd_regions(const struct ctl_cmd *cmd, int argc, char **argv)
 int ctl_cmd_stats(const struct ctl_cmd *cmd, int argc, char **argv)
 {
 	enum { O_RESET = 256 };
-	static const struct option longopts[] = {
-		CTL_COMMON_OPTIONS, { "reset", no_argument, NULL, O_RESET }, { 0 }
-	};
+	CTL_LONGOPTS(longopts, { "reset", no_argument, NULL, O_RESET });
 	struct print_ctx pc = { .n = 0 };
 	bool reset = false, done;
 	struct ctl_nl *nl;
@@ -245,12 +243,9 @@ static int watch_parse(const struct ctl_cmd *cmd, int argc, char **argv, struct 
 		       bool *done)
 {
 	enum { O_COUNT = 256, O_TIMEOUT };
-	static const struct option longopts[] = {
-		CTL_COMMON_OPTIONS,
+	CTL_LONGOPTS(longopts,
 		{ "count", required_argument, NULL, O_COUNT },
-		{ "timeout", required_argument, NULL, O_TIMEOUT },
-		{ 0 }
-	};
+		{ "timeout", required_argument, NULL, O_TIMEOUT });
 	char why[200];
 	int c, code = CTL_OK;
 

@@ -202,15 +202,12 @@ static int create_parse(const struct ctl_cmd *cmd, int argc, char **argv, struct
 			bool *done)
 {
 	enum { O_STREAMS = 256, O_SEMS, O_RANK, O_GID, O_HOLD };
-	static const struct option longopts[] = {
-		CTL_COMMON_OPTIONS,
+	CTL_LONGOPTS(longopts,
 		{ "streams", required_argument, NULL, O_STREAMS },
 		{ "sems", required_argument, NULL, O_SEMS },
 		{ "rank", required_argument, NULL, O_RANK },
 		{ "gid", required_argument, NULL, O_GID },
-		{ "hold", required_argument, NULL, O_HOLD },
-		{ 0 }
-	};
+		{ "hold", required_argument, NULL, O_HOLD });
 	char why[200];
 	int c, code = CTL_OK, bad = 0;
 

@@ -248,19 +248,13 @@ static int proxy_parse(const struct ctl_cmd *cmd, int argc, char **argv,
 }
 
 /* The options of top and of hang-report. */
-static const struct option top_longopts[] = {
-	CTL_COMMON_OPTIONS,
+CTL_LONGOPTS(top_longopts,
 	{ "count", required_argument, NULL, O_COUNT },
 	{ "interval", required_argument, NULL, O_INTERVAL },
-	{ "pid", required_argument, NULL, O_PID },
-	{ 0 }
-};
-static const struct option hang_longopts[] = {
-	CTL_COMMON_OPTIONS,
+	{ "pid", required_argument, NULL, O_PID });
+CTL_LONGOPTS(hang_longopts,
 	{ "min-age", required_argument, NULL, O_MIN_AGE },
-	{ "pid", required_argument, NULL, O_PID },
-	{ 0 }
-};
+	{ "pid", required_argument, NULL, O_PID });
 
 int ctl_cmd_top(const struct ctl_cmd *cmd, int argc, char **argv)
 {
