@@ -84,14 +84,19 @@ struct print_ctx {
 	double mono_s;
 };
 
-/* The netlink socket and the printer a read command reports through: 0, or an exit status. */
-static int open_printing(struct ctl_nl **nl, struct print_ctx *pc)
+/*
+ * The netlink socket and the printer a read command reports through, its
+ * JSON an array of objects with array: 0, or an exit status.
+ */
+static int open_printing(struct ctl_nl **nl, struct print_ctx *pc, bool array)
 {
 	int ret = ctl_nl_open(nl);
 
 	if (ret)
 		return ctl_exit_status(ret);
 	json_init(&pc->w, stdout, false);
+	if (array && ctl_json)
+		json_arr_begin(&pc->w, NULL);
 	return 0;
 }
 
@@ -152,11 +157,9 @@ int ctl_cmd_regions(const struct ctl_cmd *cmd, int argc, char **argv)
 
 	if (done)
 		return ret;
-	ret = open_printing(&nl, &pc);
+	ret = open_printing(&nl, &pc, true);
 	if (ret)
 		return ret;
-	if (ctl_json)
-		json_arr_begin(&pc.w, NULL);
 	ret = ctl_nl_request(nl, NPROXY_CMD_GET_REGIONS, true, print_cb, &pc);
 	ctl_nl_close(nl);
 	if (ctl_json) {
@@ -182,7 +185,7 @@ int ctl_cmd_stats(const struct ctl_cmd *cmd, int argc, char **argv)
 	ret = ctl_no_operands(cmd, c, ret, argc, &done);
 	if (done)
 		return ret;
-	ret = open_printing(&nl, &pc);
+	ret = open_printing(&nl, &pc, false);
 	if (ret)
 		return ret;
 	if (reset)
