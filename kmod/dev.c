@@ -135,10 +135,8 @@ static long nproxy_dev_ioctl(struct file *file, unsigned int cmd,
 }
 
 static const struct file_operations nproxy_dev_fops = {
-	.owner		= THIS_MODULE,
+	NPROXY_IOCTL_FOPS(nproxy_dev_ioctl),
 	.open		= nonseekable_open,
-	.unlocked_ioctl	= nproxy_dev_ioctl,
-	.compat_ioctl	= compat_ptr_ioctl,
 	.llseek		= no_llseek,
 };
 

@@ -38,50 +38,52 @@ module_param_cb(sem_poll_ns, &sem_poll_ns_ops, &nproxy_sem_poll_ns, 0644);
 MODULE_PARM_DESC(sem_poll_ns,
 		 "emulated device semaphore poll interval in ns (1000..10000000, default 10000)");
 
+/*
+ * The module's parts, set up in this order and torn down in reverse.  The
+ * fault points come first and go last (they cannot fail).  Every region
+ * file holds a module reference (fops.owner), and every mapping holds its
+ * file, so no region exists when the parts are torn down.
+ */
+static const struct {
+	int (*init)(void);
+	void (*exit)(void);
+} nproxy_parts[] = {
+	{ nproxy_regions_init, nproxy_regions_exit },
+	{ nproxy_prog_init, nproxy_prog_exit },
+	{ nproxy_nl_init, nproxy_nl_exit },
+	/* Last: once the node exists, userspace can create regions. */
+	{ nproxy_dev_register, nproxy_dev_unregister },
+};
+
+/* Tear down the first n parts, last first, then the fault points. */
+static void nproxy_parts_exit(size_t n)
+{
+	while (n--)
+		nproxy_parts[n].exit();
+	nproxy_fault_exit();
+}
+
 static int __init nproxy_init(void)
 {
+	size_t i;
 	int err;
 
 	nproxy_fault_init();
-	err = nproxy_regions_init();
-	if (err)
-		goto err_fault;
-	err = nproxy_prog_init();
-	if (err)
-		goto err_regions;
-	err = nproxy_nl_init();
-	if (err)
-		goto err_prog;
-	/* Last: once the node exists, userspace can create regions. */
-	err = nproxy_dev_register();
-	if (err)
-		goto err_nl;
+	for (i = 0; i < ARRAY_SIZE(nproxy_parts); i++) {
+		err = nproxy_parts[i].init();
+		if (err) {
+			nproxy_parts_exit(i);
+			return err;
+		}
+	}
 	pr_info("loaded, ABI %u, sem_poll_ns %u\n", NPROXY_ABI_VERSION,
 		nproxy_sem_poll_ns);
 	return 0;
-
-err_nl:
-	nproxy_nl_exit();
-err_prog:
-	nproxy_prog_exit();
-err_regions:
-	nproxy_regions_exit();
-err_fault:
-	nproxy_fault_exit();
-	return err;
 }
 
-/*
- * Every region file holds a module reference (fops.owner), and every
- * mapping holds its file, so no region can exist here.
- */
 static void __exit nproxy_exit(void)
 {
-	nproxy_dev_unregister();
-	nproxy_nl_exit();
-	nproxy_prog_exit();
-	nproxy_regions_exit();
-	nproxy_fault_exit();
+	nproxy_parts_exit(ARRAY_SIZE(nproxy_parts));
 }
 
 module_init(nproxy_init);

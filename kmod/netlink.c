@@ -221,26 +221,13 @@ static int nproxy_nl_reset_stats(struct sk_buff *skb, struct genl_info *info)
 }
 
 static const struct genl_ops nproxy_genl_ops[] = {
-	{
-		.cmd = NPROXY_CMD_GET_INFO,
-		.doit = nproxy_nl_get_info,
-	},
-	{
-		.cmd = NPROXY_CMD_GET_REGIONS,
-		.doit = nproxy_nl_get_region,
-		.dumpit = nproxy_nl_dump_regions,
-		.policy = nproxy_region_policy,
-		.maxattr = NPROXY_A_REGION_ID,
-	},
-	{
-		.cmd = NPROXY_CMD_GET_STATS,
-		.doit = nproxy_nl_get_stats,
-	},
-	{
-		.cmd = NPROXY_CMD_RESET_STATS,
-		.doit = nproxy_nl_reset_stats,
-		.flags = GENL_ADMIN_PERM,
-	},
+	{ .cmd = NPROXY_CMD_GET_INFO, .doit = nproxy_nl_get_info },
+	{ .cmd = NPROXY_CMD_GET_REGIONS, .doit = nproxy_nl_get_region,
+	  .dumpit = nproxy_nl_dump_regions, .policy = nproxy_region_policy,
+	  .maxattr = NPROXY_A_REGION_ID },
+	{ .cmd = NPROXY_CMD_GET_STATS, .doit = nproxy_nl_get_stats },
+	{ .cmd = NPROXY_CMD_RESET_STATS, .doit = nproxy_nl_reset_stats,
+	  .flags = GENL_ADMIN_PERM },
 };
 
 static struct genl_family nproxy_genl_family __ro_after_init = {

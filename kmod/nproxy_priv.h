@@ -99,6 +99,15 @@ struct nproxy_ioctl_desc {
 long nproxy_ioctl_dispatch(const struct nproxy_ioctl_desc *table,
 			   unsigned int n_entries, struct file *file,
 			   unsigned int cmd, unsigned long arg);
+/*
+ * The file_operations entries every nproxy file shares: the module owns
+ * it, its ioctls go to ioctl_fn (a wrapper of nproxy_ioctl_dispatch()),
+ * and a 32-bit caller's the same way (every argument is a pointer).
+ */
+#define NPROXY_IOCTL_FOPS(ioctl_fn)		\
+	.owner		= THIS_MODULE,		\
+	.unlocked_ioctl	= ioctl_fn,		\
+	.compat_ioctl	= compat_ptr_ioctl
 int nproxy_dev_register(void);
 void nproxy_dev_unregister(void);
 

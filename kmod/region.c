@@ -76,16 +76,27 @@ void nproxy_region_add_trigger(struct nproxy_region *r, u32 stream, u32 value)
 	nproxy_nl_event(r, &ev);
 }
 
+#define NPROXY_REGION_PAGES	4
+
+/* Where the region keeps each of its pages. */
+static void nproxy_region_page_slots(struct nproxy_region *r,
+				     struct page **slots[NPROXY_REGION_PAGES])
+{
+	slots[0] = &r->trigger_page;
+	slots[1] = &r->sem_page;
+	slots[2] = &r->info_page;
+	slots[3] = &r->proxy_page;
+}
+
 static void nproxy_region_free_pages(struct nproxy_region *r)
 {
-	if (r->trigger_page)
-		__free_page(r->trigger_page);
-	if (r->sem_page)
-		__free_page(r->sem_page);
-	if (r->info_page)
-		__free_page(r->info_page);
-	if (r->proxy_page)
-		__free_page(r->proxy_page);
+	struct page **slots[NPROXY_REGION_PAGES];
+	size_t i;
+
+	nproxy_region_page_slots(r, slots);
+	for (i = 0; i < NPROXY_REGION_PAGES; i++)
+		if (*slots[i])
+			__free_page(*slots[i]);
 }
 
 /* alloc_page(), or NULL when fault injection says so (fault.c). */
@@ -96,22 +107,18 @@ static struct page *nproxy_region_alloc_page(void)
 	return alloc_page(GFP_KERNEL | __GFP_ZERO);
 }
 
+/* Every page, or -ENOMEM (the caller frees those it got). */
 static int nproxy_region_alloc_pages(struct nproxy_region *r)
 {
+	struct page **slots[NPROXY_REGION_PAGES];
 	u32 i;
 
-	r->trigger_page = nproxy_region_alloc_page();
-	if (!r->trigger_page)
-		return -ENOMEM;
-	r->sem_page = nproxy_region_alloc_page();
-	if (!r->sem_page)
-		return -ENOMEM;
-	r->info_page = nproxy_region_alloc_page();
-	if (!r->info_page)
-		return -ENOMEM;
-	r->proxy_page = nproxy_region_alloc_page();
-	if (!r->proxy_page)
-		return -ENOMEM;
+	nproxy_region_page_slots(r, slots);
+	for (i = 0; i < NPROXY_REGION_PAGES; i++) {
+		*slots[i] = nproxy_region_alloc_page();
+		if (!*slots[i])
+			return -ENOMEM;
+	}
 	r->triggers = page_address(r->trigger_page);
 	r->sems = page_address(r->sem_page);
 	r->info = page_address(r->info_page);
@@ -363,55 +370,52 @@ static long nproxy_ioc_write_trigger(struct file *file, void *karg)
 	return 0;
 }
 
-static long nproxy_sem_op_check(struct nproxy_region *r,
-				const struct nproxy_sem_op *op)
+/* The semaphore word op names, or NULL when the op is malformed or out of range. */
+static u64 *nproxy_sem_of(struct nproxy_region *r, const struct nproxy_sem_op *op)
 {
-	if (op->pad)
-		return -EINVAL;
-	if (op->sem >= r->n_sems)
-		return -EINVAL;
-	return 0;
+	if (op->pad || op->sem >= r->n_sems)
+		return NULL;
+	return &r->sems[op->sem];
 }
 
 static long nproxy_ioc_sem_get(struct file *file, void *karg)
 {
-	struct nproxy_region *r = file_region(file);
 	struct nproxy_sem_op *op = karg;
-	long err = nproxy_sem_op_check(r, op);
+	u64 *sem = nproxy_sem_of(file_region(file), op);
 
-	if (err)
-		return err;
+	if (!sem)
+		return -EINVAL;
 	/* Pairs with release adds from the host's mapping. */
-	op->value = smp_load_acquire(&r->sems[op->sem]);
+	op->value = smp_load_acquire(sem);
+	return 0;
+}
+
+/* SEM_SET (add false) and SEM_INC (add true); both ring the doorbell. */
+static long nproxy_sem_write(struct file *file, const struct nproxy_sem_op *op, bool add)
+{
+	struct nproxy_region *r = file_region(file);
+	u64 *sem = nproxy_sem_of(r, op);
+
+	if (!sem)
+		return -EINVAL;
+	if (add)
+		/* Same atomic add userspace does through its mapping. */
+		atomic64_add((s64)op->value, (atomic64_t *)sem);
+	else
+		/* Pairs with the device's (and the host's) acquire loads. */
+		smp_store_release(sem, op->value);
+	nproxy_prog_sem_doorbell(r);
 	return 0;
 }
 
 static long nproxy_ioc_sem_set(struct file *file, void *karg)
 {
-	struct nproxy_region *r = file_region(file);
-	struct nproxy_sem_op *op = karg;
-	long err = nproxy_sem_op_check(r, op);
-
-	if (err)
-		return err;
-	/* Pairs with the device's (and the host's) acquire loads. */
-	smp_store_release(&r->sems[op->sem], op->value);
-	nproxy_prog_sem_doorbell(r);
-	return 0;
+	return nproxy_sem_write(file, karg, false);
 }
 
 static long nproxy_ioc_sem_inc(struct file *file, void *karg)
 {
-	struct nproxy_region *r = file_region(file);
-	struct nproxy_sem_op *op = karg;
-	long err = nproxy_sem_op_check(r, op);
-
-	if (err)
-		return err;
-	/* Same atomic add userspace does through its mapping. */
-	atomic64_add((s64)op->value, (atomic64_t *)&r->sems[op->sem]);
-	nproxy_prog_sem_doorbell(r);
-	return 0;
+	return nproxy_sem_write(file, karg, true);
 }
 
 static long nproxy_ioc_get_state(struct file *file, void *karg)
@@ -480,12 +484,10 @@ static long nproxy_region_ioctl(struct file *file, unsigned int cmd,
 }
 
 static const struct file_operations nproxy_region_fops = {
-	.owner		= THIS_MODULE,
+	NPROXY_IOCTL_FOPS(nproxy_region_ioctl),
 	.release	= nproxy_region_release,
 	.mmap		= nproxy_region_mmap,
 	.poll		= nproxy_region_poll,
-	.unlocked_ioctl	= nproxy_region_ioctl,
-	.compat_ioctl	= compat_ptr_ioctl,
 	.llseek		= noop_llseek,
 };
 

@@ -32,19 +32,17 @@ static ssize_t nproxy_stat_show(struct device *dev,
 	return sysfs_emit(buf, "%lld\n", atomic64_read(ea->var));
 }
 
+/* The file NAME shows the counter nproxy_stats.COUNTER. */
+#define NPROXY_STAT_ATTR(name, counter) \
+	{ __ATTR(name, 0444, nproxy_stat_show, NULL), &nproxy_stats.counter }
+
 static struct dev_ext_attribute nproxy_stat_attrs[] = {
-	{ __ATTR(regions_live, 0444, nproxy_stat_show, NULL),
-	  &nproxy_stats.regions_live },
-	{ __ATTR(regions_created, 0444, nproxy_stat_show, NULL),
-	  &nproxy_stats.regions_created },
-	{ __ATTR(progs_run, 0444, nproxy_stat_show, NULL),
-	  &nproxy_stats.progs_run },
-	{ __ATTR(triggers_written, 0444, nproxy_stat_show, NULL),
-	  &nproxy_stats.triggers_written },
-	{ __ATTR(timeouts, 0444, nproxy_stat_show, NULL),
-	  &nproxy_stats.timeouts },
-	{ __ATTR(cancels, 0444, nproxy_stat_show, NULL),
-	  &nproxy_stats.prog_cancels },
+	NPROXY_STAT_ATTR(regions_live, regions_live),
+	NPROXY_STAT_ATTR(regions_created, regions_created),
+	NPROXY_STAT_ATTR(progs_run, progs_run),
+	NPROXY_STAT_ATTR(triggers_written, triggers_written),
+	NPROXY_STAT_ATTR(timeouts, timeouts),
+	NPROXY_STAT_ATTR(cancels, prog_cancels),
 };
 
 static struct attribute *nproxy_stats_attrs[] = {

@@ -10,13 +10,14 @@
 #   tap_require_cmd ip
 #   tap_plan 3
 #   tap_check "lo is up" ip link show lo up
+#   tap_expect "bad flag refused" 2 "unknown option" "$RUN" --bogus
 #   if cond; then tap_ok "thing works"; else tap_fail "thing works" "why"; fi
 #   tap_skip "needs a NIC" "no eth0 in the namespace"
 #   tap_done
 #
 # A test of the built tools starts with tap_use_build (BUILD, TOP, RUN, CTL;
 # skips when a tool it names is not built) and tap_tmpdir (a private $tmp
-# removed at exit), see below.
+# removed at exit; tap_tmpdir_job also ends a background job), see below.
 #
 # run-tests exports NPROXY_TOP (repo root) and NPROXY_BUILD (the build tree,
 # e.g. build/ or build-asan/).  Exit status follows kselftest: 0 all passed,
@@ -80,6 +81,22 @@ tap_check() {
 	return $rc
 }
 
+# tap_expect DESC STATUS REGEX CMD [ARGS...]: one result: the command exits
+# STATUS and its output (stderr and stdout together) matches the extended
+# REGEX; else the command, its status and its output as diagnostics.  The
+# output and status stay in $out and $rc for further checks.
+tap_expect() {
+	local desc=$1 want=$2 re=$3
+	shift 3
+	out=$("$@" 2>&1)
+	rc=$?
+	if ((rc == want)) && grep -Eq -- "$re" <<<"$out"; then
+		tap_ok "$desc"
+	else
+		tap_fail "$desc" "command: $*" "exit $rc (want $want), output must match /$re/:" "$out"
+	fi
+}
+
 # tap_skip_all REASON: the whole program is skipped (exit 4).
 tap_skip_all() {
 	echo "1..0 # SKIP $1"
@@ -122,6 +139,20 @@ tap_tmpdir() {
 	tmp=$(mktemp -d "${TMPDIR:-/tmp}/nproxy-test.XXXXXX") ||
 		tap_skip_all "cannot create a temporary directory"
 	trap 'rm -rf "$tmp"' EXIT
+}
+
+# tap_tmpdir_job SIGNAL VAR: as tap_tmpdir, and at exit the background job
+# whose pid the test keeps in the variable VAR (empty once it has ended) is
+# sent SIGNAL and reaped before $tmp is removed.
+tap_tmpdir_job() {
+	tap_tmpdir
+	# shellcheck disable=SC2064 # the signal and the name are fixed now
+	trap "tap_end_job $1 $2; rm -rf \"\$tmp\"" EXIT
+}
+
+tap_end_job() {
+	local pid=${!2}
+	[[ -n $pid ]] && kill -"$1" "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
 }
 
 # tap_done: print the plan if none was given, a kselftest-style totals

@@ -5,6 +5,7 @@
 #   testlib/nproxy_test.{h,c}    fork ranks, pin, quantiles, free port,
 #                                fd/thread counts, tmp dirs
 #   testlib/seam_loopback.{h,c}  in-process loopback network engine
+#   testlib/rank_death.{h,c}     a rank's death and what the others saw of it
 #   testlib/futex_spy.h          a spy on the library's futex calls (header only)
 #
 # Included (after scripts/build.mk) by selftests/test.mk and bench/Makefile;
@@ -14,7 +15,7 @@
 # and bench/, so two sub-makes never write it at the same time.
 
 NPROXY_TEST_DIR := $(TOP)/testlib
-NPROXY_TEST_SRCS := nproxy_test.c seam_loopback.c
+NPROXY_TEST_SRCS := nproxy_test.c seam_loopback.c rank_death.c
 NPROXY_TEST_OBJS := $(NPROXY_TEST_SRCS:%.c=$(O)/testlib/%.o)
 NPROXY_TEST_A := $(O)/testlib/libnproxy_test.a
 NPROXY_TEST_CPPFLAGS := -I$(NPROXY_TEST_DIR)

@@ -13,6 +13,11 @@
 #include <signal.h>
 #include <stdbool.h>
 
+struct ctl_cmd;
+
+/* A subcommand: argv[0] is its name; returns an exit status (enum ctl_exit). */
+typedef int ctl_handler(const struct ctl_cmd *cmd, int argc, char **argv);
+
 struct ctl_cmd {
 	const char *name;
 	const char *group;	/* the heading it is listed under in `nproxyctl help` */
@@ -20,14 +25,20 @@ struct ctl_cmd {
 	const char *summary;	/* one line in `nproxyctl help` */
 	const char *help;	/* `nproxyctl CMD --help`: what it does, at length */
 	bool names_region;	/* takes a REGION: its help says how to name one */
-	/* argv[0] is the command's name; returns an exit status (enum ctl_exit). */
-	int (*handler)(const struct ctl_cmd *cmd, int argc, char **argv);
+	ctl_handler *handler;
 };
 
 /* Every subcommand accepts these two: put them first in its longopts. */
 #define CTL_COMMON_OPTIONS \
 	{ "json", no_argument, NULL, 'j' }, \
 	{ "help", no_argument, NULL, 'h' }
+
+/*
+ * A subcommand's table of long options, called name: CTL_COMMON_OPTIONS,
+ * then its own (struct option initializers, at least one), then the end.
+ */
+#define CTL_LONGOPTS(name, ...) \
+	static const struct option name[] = { CTL_COMMON_OPTIONS, __VA_ARGS__, { 0 } }
 
 /*
  * getopt_long over a subcommand's argv with its own longopts (long options
@@ -74,21 +85,14 @@ static inline int ctl_exit_status(int neg)
 
 /* Handlers (one concept per file). */
 /* ctl_cmd_module.c: the module as a whole */
-int ctl_cmd_info(const struct ctl_cmd *cmd, int argc, char **argv);
-int ctl_cmd_regions(const struct ctl_cmd *cmd, int argc, char **argv);
-int ctl_cmd_stats(const struct ctl_cmd *cmd, int argc, char **argv);
-int ctl_cmd_watch(const struct ctl_cmd *cmd, int argc, char **argv);
+ctl_handler ctl_cmd_info, ctl_cmd_regions, ctl_cmd_stats, ctl_cmd_watch;
 /* ctl_cmd_region.c: one region */
-int ctl_cmd_state(const struct ctl_cmd *cmd, int argc, char **argv);
-int ctl_cmd_trigger(const struct ctl_cmd *cmd, int argc, char **argv);
-int ctl_cmd_sem(const struct ctl_cmd *cmd, int argc, char **argv);
-int ctl_cmd_create(const struct ctl_cmd *cmd, int argc, char **argv);
+ctl_handler ctl_cmd_state, ctl_cmd_trigger, ctl_cmd_sem, ctl_cmd_create;
 /* ctl_cmd_program.c: device programs */
-int ctl_cmd_program(const struct ctl_cmd *cmd, int argc, char **argv);
+ctl_handler ctl_cmd_program;
 /* ctl_top.c, ctl_hang.c: the proxies' published state */
-int ctl_cmd_top(const struct ctl_cmd *cmd, int argc, char **argv);
-int ctl_cmd_hang_report(const struct ctl_cmd *cmd, int argc, char **argv);
+ctl_handler ctl_cmd_top, ctl_cmd_hang_report;
 /* ctl_shm.c: host chores */
-int ctl_cmd_shm_sweep(const struct ctl_cmd *cmd, int argc, char **argv);
+ctl_handler ctl_cmd_shm_sweep;
 
 #endif

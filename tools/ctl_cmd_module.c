@@ -84,14 +84,19 @@ struct print_ctx {
 	double mono_s;
 };
 
-/* The netlink socket and the printer a read command reports through: 0, or an exit status. */
-static int open_printing(struct ctl_nl **nl, struct print_ctx *pc)
+/*
+ * The netlink socket and the printer a read command reports through, its
+ * JSON an array of objects with array: 0, or an exit status.
+ */
+static int open_printing(struct ctl_nl **nl, struct print_ctx *pc, bool array)
 {
 	int ret = ctl_nl_open(nl);
 
 	if (ret)
 		return ctl_exit_status(ret);
 	json_init(&pc->w, stdout, false);
+	if (array && ctl_json)
+		json_arr_begin(&pc->w, NULL);
 	return 0;
 }
 
@@ -152,11 +157,9 @@ int ctl_cmd_regions(const struct ctl_cmd *cmd, int argc, char **argv)
 
 	if (done)
 		return ret;
-	ret = open_printing(&nl, &pc);
+	ret = open_printing(&nl, &pc, true);
 	if (ret)
 		return ret;
-	if (ctl_json)
-		json_arr_begin(&pc.w, NULL);
 	ret = ctl_nl_request(nl, NPROXY_CMD_GET_REGIONS, true, print_cb, &pc);
 	ctl_nl_close(nl);
 	if (ctl_json) {
@@ -171,9 +174,7 @@ int ctl_cmd_regions(const struct ctl_cmd *cmd, int argc, char **argv)
 int ctl_cmd_stats(const struct ctl_cmd *cmd, int argc, char **argv)
 {
 	enum { O_RESET = 256 };
-	static const struct option longopts[] = {
-		CTL_COMMON_OPTIONS, { "reset", no_argument, NULL, O_RESET }, { 0 }
-	};
+	CTL_LONGOPTS(longopts, { "reset", no_argument, NULL, O_RESET });
 	struct print_ctx pc = { .n = 0 };
 	bool reset = false, done;
 	struct ctl_nl *nl;
@@ -184,7 +185,7 @@ int ctl_cmd_stats(const struct ctl_cmd *cmd, int argc, char **argv)
 	ret = ctl_no_operands(cmd, c, ret, argc, &done);
 	if (done)
 		return ret;
-	ret = open_printing(&nl, &pc);
+	ret = open_printing(&nl, &pc, false);
 	if (ret)
 		return ret;
 	if (reset)
@@ -245,12 +246,9 @@ static int watch_parse(const struct ctl_cmd *cmd, int argc, char **argv, struct 
 		       bool *done)
 {
 	enum { O_COUNT = 256, O_TIMEOUT };
-	static const struct option longopts[] = {
-		CTL_COMMON_OPTIONS,
+	CTL_LONGOPTS(longopts,
 		{ "count", required_argument, NULL, O_COUNT },
-		{ "timeout", required_argument, NULL, O_TIMEOUT },
-		{ 0 }
-	};
+		{ "timeout", required_argument, NULL, O_TIMEOUT });
 	char why[200];
 	int c, code = CTL_OK;
 

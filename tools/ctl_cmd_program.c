@@ -79,13 +79,10 @@ static int program_parse(const struct ctl_cmd *cmd, int argc, char **argv,
 			 struct program_opts *po, bool *done)
 {
 	enum { O_CHECK = 256, O_NOWAIT, O_TIMEOUT };
-	static const struct option longopts[] = {
-		CTL_COMMON_OPTIONS,
+	CTL_LONGOPTS(longopts,
 		{ "check", no_argument, NULL, O_CHECK },
 		{ "no-wait", no_argument, NULL, O_NOWAIT },
-		{ "timeout", required_argument, NULL, O_TIMEOUT },
-		{ 0 }
-	};
+		{ "timeout", required_argument, NULL, O_TIMEOUT });
 	char why[200];
 	int c, code = CTL_OK;
 

@@ -93,6 +93,32 @@ int ctl_cmd_state(const struct ctl_cmd *cmd, int argc, char **argv)
 	return CTL_OK;
 }
 
+/*
+ * One ioctl (req, named req_name) on REGION, opened for it and closed: CTL_OK,
+ * *st the region's state.  The module refuses an index beyond the region's
+ * streams (of a trigger) or semaphores (sem) with EINVAL: CTL_FAIL, saying so.
+ */
+static int region_ioctl(const char *region, unsigned long req, const char *req_name, void *arg,
+			struct nproxy_region_state *st, bool sem, uint32_t index)
+{
+	const char *what = sem ? "semaphore" : "stream";
+	int fd = ctl_region_open(region, st), e;
+
+	if (fd < 0)
+		return ctl_exit_status(fd);
+	if (!ioctl(fd, req, arg)) {
+		close(fd);
+		return CTL_OK;
+	}
+	e = errno;
+	close(fd);
+	if (e != EINVAL)
+		return ctl_exit_status(ctl_errno_exit(e, req_name));
+	ctl_err("region %u: %s %u rejected (region has %u %ss)", st->region_id, what, index,
+		sem ? st->n_sems : st->n_streams, what);
+	return CTL_FAIL;
+}
+
 int ctl_cmd_trigger(const struct ctl_cmd *cmd, int argc, char **argv)
 {
 	struct nproxy_region_state st;
@@ -109,22 +135,8 @@ int ctl_cmd_trigger(const struct ctl_cmd *cmd, int argc, char **argv)
 	    (argc == 3 &&
 	     cli_parse_u32("VALUE", argv[2], 0, UINT32_MAX, &tw.value, why, sizeof(why))))
 		return ctl_usage_err("%s", why);
-	fd = ctl_region_open(argv[0], &st);
-	if (fd < 0)
-		return ctl_exit_status(fd);
-	if (ioctl(fd, NPROXY_IOC_WRITE_TRIGGER, &tw)) {
-		int e = errno;
-
-		close(fd);
-		if (e == EINVAL) {
-			ctl_err("region %u: stream %u rejected (region has %u streams)",
-				st.region_id, tw.stream, st.n_streams);
-			return CTL_FAIL;
-		}
-		return ctl_exit_status(ctl_errno_exit(e, "NPROXY_IOC_WRITE_TRIGGER"));
-	}
-	close(fd);
-	return CTL_OK;
+	return region_ioctl(argv[0], NPROXY_IOC_WRITE_TRIGGER, "NPROXY_IOC_WRITE_TRIGGER", &tw,
+			    &st, false, tw.stream);
 }
 
 int ctl_cmd_sem(const struct ctl_cmd *cmd, int argc, char **argv)
@@ -159,21 +171,9 @@ int ctl_cmd_sem(const struct ctl_cmd *cmd, int argc, char **argv)
 	    (want == 4 && cli_parse_u64("VALUE", argv[3], 0, UINT64_MAX, &value, why, sizeof(why))))
 		return ctl_usage_err("%s", why);
 	op.value = value;
-	fd = ctl_region_open(argv[1], &st);
-	if (fd < 0)
-		return ctl_exit_status(fd);
-	if (ioctl(fd, req, &op)) {
-		int e = errno;
-
-		close(fd);
-		if (e == EINVAL) {
-			ctl_err("region %u: semaphore %u rejected (region has %u semaphores)",
-				st.region_id, op.sem, st.n_sems);
-			return CTL_FAIL;
-		}
-		return ctl_exit_status(ctl_errno_exit(e, name));
-	}
-	close(fd);
+	fd = region_ioctl(argv[1], req, name, &op, &st, true, op.sem);
+	if (fd != CTL_OK)
+		return fd;
 	if (req == NPROXY_IOC_SEM_GET) {
 		if (ctl_json) {
 			struct json_writer w;
@@ -202,15 +202,12 @@ static int create_parse(const struct ctl_cmd *cmd, int argc, char **argv, struct
 			bool *done)
 {
 	enum { O_STREAMS = 256, O_SEMS, O_RANK, O_GID, O_HOLD };
-	static const struct option longopts[] = {
-		CTL_COMMON_OPTIONS,
+	CTL_LONGOPTS(longopts,
 		{ "streams", required_argument, NULL, O_STREAMS },
 		{ "sems", required_argument, NULL, O_SEMS },
 		{ "rank", required_argument, NULL, O_RANK },
 		{ "gid", required_argument, NULL, O_GID },
-		{ "hold", required_argument, NULL, O_HOLD },
-		{ 0 }
-	};
+		{ "hold", required_argument, NULL, O_HOLD });
 	char why[200];
 	int c, code = CTL_OK, bad = 0;
 

@@ -89,13 +89,10 @@ int cmd_shm_sweep(bool dry_run, int pid, const char *dir, bool json)
 int ctl_cmd_shm_sweep(const struct ctl_cmd *cmd, int argc, char **argv)
 {
 	enum { O_DRY_RUN = 256, O_PID, O_DIR };
-	static const struct option longopts[] = {
-		CTL_COMMON_OPTIONS,
+	CTL_LONGOPTS(longopts,
 		{ "dry-run", no_argument, NULL, O_DRY_RUN },
 		{ "pid", required_argument, NULL, O_PID },
-		{ "dir", required_argument, NULL, O_DIR },
-		{ 0 }
-	};
+		{ "dir", required_argument, NULL, O_DIR });
 	const char *dir = NULL;
 	bool dry_run = false, done;
 	char why[200];

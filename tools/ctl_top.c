@@ -247,37 +247,29 @@ static int proxy_parse(const struct ctl_cmd *cmd, int argc, char **argv,
 	return ctl_no_operands(cmd, c, code, argc, done);
 }
 
+/* The options of top and of hang-report. */
+CTL_LONGOPTS(top_longopts,
+	{ "count", required_argument, NULL, O_COUNT },
+	{ "interval", required_argument, NULL, O_INTERVAL },
+	{ "pid", required_argument, NULL, O_PID });
+CTL_LONGOPTS(hang_longopts,
+	{ "min-age", required_argument, NULL, O_MIN_AGE },
+	{ "pid", required_argument, NULL, O_PID });
+
 int ctl_cmd_top(const struct ctl_cmd *cmd, int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		CTL_COMMON_OPTIONS,
-		{ "count", required_argument, NULL, O_COUNT },
-		{ "interval", required_argument, NULL, O_INTERVAL },
-		{ "pid", required_argument, NULL, O_PID },
-		{ 0 }
-	};
 	struct proxy_opts po = { .interval_s = 1 };
 	bool done;
-	int code = proxy_parse(cmd, argc, argv, longopts, &po, &done);
+	int code = proxy_parse(cmd, argc, argv, top_longopts, &po, &done);
 
-	if (done)
-		return code;
-	return cmd_top(ctl_json, po.count, po.interval_s, po.pid);
+	return done ? code : cmd_top(ctl_json, po.count, po.interval_s, po.pid);
 }
 
 int ctl_cmd_hang_report(const struct ctl_cmd *cmd, int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		CTL_COMMON_OPTIONS,
-		{ "min-age", required_argument, NULL, O_MIN_AGE },
-		{ "pid", required_argument, NULL, O_PID },
-		{ 0 }
-	};
 	struct proxy_opts po = { .min_age_s = 5 };
 	bool done;
-	int code = proxy_parse(cmd, argc, argv, longopts, &po, &done);
+	int code = proxy_parse(cmd, argc, argv, hang_longopts, &po, &done);
 
-	if (done)
-		return code;
-	return cmd_hang_report(ctl_json, po.min_age_s, po.pid);
+	return done ? code : cmd_hang_report(ctl_json, po.min_age_s, po.pid);
 }

@@ -150,9 +150,7 @@ static int print_command_help(const char *name)
 static int ctl_cmd_help(const struct ctl_cmd *cmd, int argc, char **argv)
 {
 	enum { O_LIST = 256 };
-	static const struct option longopts[] = {
-		CTL_COMMON_OPTIONS, { "list", no_argument, NULL, O_LIST }, { 0 }
-	};
+	CTL_LONGOPTS(longopts, { "list", no_argument, NULL, O_LIST });
 	bool list = false;
 	int c, code = CTL_OK;
 

@@ -66,6 +66,21 @@ enum run_long_option {
 	RUN_OPT_BIND, RUN_OPT_TIMEOUT, RUN_OPT_DTYPE, RUN_OPT_OP, RUN_OPT_PROCS,
 };
 
+/*
+ * The long options both modes take, with the same code and meaning: each
+ * mode's table (run_opts.c, run_nccl.c) starts with these.
+ */
+#define RUN_SHARED_LONGOPTS \
+	{ "provider", required_argument, NULL, RUN_OPT_PROVIDER }, \
+	{ "handshake", required_argument, NULL, RUN_OPT_HANDSHAKE }, \
+	{ "ranks-per-proxy", required_argument, NULL, RUN_OPT_RPP }, \
+	{ "one-thread-per-core", no_argument, NULL, RUN_OPT_OTPC }, \
+	{ "device-delay-us", required_argument, NULL, RUN_OPT_DELAY }, \
+	{ "bind", required_argument, NULL, RUN_OPT_BIND }, \
+	{ "json", no_argument, NULL, 'j' }, \
+	{ "quiet", no_argument, NULL, 'q' }, \
+	{ "version", no_argument, NULL, 'V' }
+
 /* nccl-tests mode (run_nccl.c): the entry point's name chose it. */
 struct run_nccl {
 	bool on;

@@ -25,6 +25,10 @@
 const char run_nccl_optstring[] = ":t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:G:C:a:h";
 
 static const struct option longopts[] = {
+	/* nproxy-run's own, where nccl-tests has no such name. */
+	RUN_SHARED_LONGOPTS,
+	{ "procs", required_argument, NULL, RUN_OPT_PROCS },
+	/* nccl-tests' own. */
 	{ "nthreads", required_argument, NULL, 't' },
 	{ "ngpus", required_argument, NULL, 'g' },
 	{ "minbytes", required_argument, NULL, 'b' },
@@ -48,17 +52,6 @@ static const struct option longopts[] = {
 	{ "report_cputime", required_argument, NULL, 'C' },
 	{ "average", required_argument, NULL, 'a' },
 	{ "help", no_argument, NULL, 'h' },
-	/* nproxy-run's own, where nccl-tests has no such name. */
-	{ "procs", required_argument, NULL, RUN_OPT_PROCS },
-	{ "provider", required_argument, NULL, RUN_OPT_PROVIDER },
-	{ "handshake", required_argument, NULL, RUN_OPT_HANDSHAKE },
-	{ "ranks-per-proxy", required_argument, NULL, RUN_OPT_RPP },
-	{ "one-thread-per-core", no_argument, NULL, RUN_OPT_OTPC },
-	{ "device-delay-us", required_argument, NULL, RUN_OPT_DELAY },
-	{ "bind", required_argument, NULL, RUN_OPT_BIND },
-	{ "json", no_argument, NULL, 'j' },
-	{ "quiet", no_argument, NULL, 'q' },
-	{ "version", no_argument, NULL, 'V' },
 	{ 0 }
 };
 

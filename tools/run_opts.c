@@ -19,14 +19,26 @@ enum {
 	O_TIMEOUT = RUN_OPT_TIMEOUT, O_DTYPE = RUN_OPT_DTYPE, O_OP = RUN_OPT_OP,
 };
 
+/* The words of --collective and --bind, by value. */
+static const char *const coll_words[] = {
+	[RUN_ALLGATHER] = "allgather", [RUN_ALLREDUCE] = "allreduce", [RUN_SENDRECV] = "sendrecv",
+};
+static const char *const bind_words[] = { [RUN_BIND_CORE] = "core", [RUN_BIND_NONE] = "none" };
+
+#define N_WORDS(words) (sizeof(words) / sizeof((words)[0]))
+
 const char *run_coll_name(enum run_collective c)
 {
-	switch (c) {
-	case RUN_ALLGATHER: return "allgather";
-	case RUN_ALLREDUCE: return "allreduce";
-	case RUN_SENDRECV: return "sendrecv";
-	}
-	return "?";
+	return (unsigned int)c < N_WORDS(coll_words) ? coll_words[c] : "?";
+}
+
+/* arg's place among words, or -1 when it is none of them. */
+static int word_index(const char *arg, const char *const *words, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(arg, words[i]))
+			return (int)i;
+	return -1;
 }
 
 void run_usage(FILE *f)
@@ -170,17 +182,14 @@ static int type_option(int c, const char *arg, struct run_opts *o)
 static int stack_option(int c, const char *arg, struct run_opts *o)
 {
 	enum nproxy_hs_backend b;
+	int word;
 
 	switch (c) {
 	case 'c':
-		if (!strcmp(arg, "allgather"))
-			o->coll = RUN_ALLGATHER;
-		else if (!strcmp(arg, "allreduce"))
-			o->coll = RUN_ALLREDUCE;
-		else if (!strcmp(arg, "sendrecv"))
-			o->coll = RUN_SENDRECV;
-		else
+		word = word_index(arg, coll_words, N_WORDS(coll_words));
+		if (word < 0)
 			return bad("--collective: '%s' is not allgather, allreduce or sendrecv", arg);
+		o->coll = (enum run_collective)word;
 		return 0;
 	case O_PROVIDER:
 		if (!*arg)
@@ -196,12 +205,10 @@ static int stack_option(int c, const char *arg, struct run_opts *o)
 	case O_OP:
 		return type_option(c, arg, o);
 	default:	/* O_BIND */
-		if (!strcmp(arg, "core"))
-			o->bind = RUN_BIND_CORE;
-		else if (!strcmp(arg, "none"))
-			o->bind = RUN_BIND_NONE;
-		else
+		word = word_index(arg, bind_words, N_WORDS(bind_words));
+		if (word < 0)
 			return bad("--bind: '%s' is not core or none", arg);
+		o->bind = (enum run_bind)word;
 		return 0;
 	}
 }
@@ -226,28 +233,20 @@ static int finish_sweep(struct run_opts *o, const struct sweep_opts *sw)
 }
 
 static const struct option longopts[] = {
+	RUN_SHARED_LONGOPTS,
 	{ "procs", required_argument, NULL, 'p' },
 	{ "ranks-per-proc", required_argument, NULL, 'r' },
 	{ "collective", required_argument, NULL, 'c' },
 	{ "size", required_argument, NULL, 's' },
 	{ "iters", required_argument, NULL, 'n' },
 	{ "warmup", required_argument, NULL, 'w' },
-	{ "provider", required_argument, NULL, O_PROVIDER },
-	{ "handshake", required_argument, NULL, O_HANDSHAKE },
-	{ "ranks-per-proxy", required_argument, NULL, O_RPP },
-	{ "one-thread-per-core", no_argument, NULL, O_OTPC },
-	{ "device-delay-us", required_argument, NULL, O_DELAY },
-	{ "bind", required_argument, NULL, O_BIND },
 	{ "timeout", required_argument, NULL, O_TIMEOUT },
 	{ "dtype", required_argument, NULL, O_DTYPE },
 	{ "op", required_argument, NULL, O_OP },
 	{ "minbytes", required_argument, NULL, 'b' },
 	{ "maxbytes", required_argument, NULL, 'e' },
 	{ "stepfactor", required_argument, NULL, 'f' },
-	{ "json", no_argument, NULL, 'j' },
-	{ "quiet", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
-	{ "version", no_argument, NULL, 'V' },
 	{ 0 }
 };
 

@@ -17,6 +17,17 @@
 #include <unistd.h>
 #include "run_rank.h"
 
+/* Each step of nproxy_rank_open(): how its phase reads, its kill point. */
+static const struct {
+	const char *phase;	/* up to the rank: "%srank %u)" */
+	enum run_kill_phase kill;
+} steps[] = {
+	[NPROXY_RANK_STEP_BUS] = { "bananaphone rendezvous (", RUN_KILL_RENDEZVOUS },
+	[NPROXY_RANK_STEP_ENGINE] = { "engine setup (nproxy_net_open, ", RUN_KILL_ENGINE },
+	[NPROXY_RANK_STEP_REGION] = { "handshake region (", RUN_KILL_REGION },
+	[NPROXY_RANK_STEP_COMM] = { "proxy comm setup (", RUN_KILL_COMM },
+};
+
 /*
  * Before each step of nproxy_rank_open(): say which one this rank is in
  * (the supervisor names it when the job hangs or a rank dies) and honour
@@ -26,23 +37,9 @@ static enum nproxy_status on_step(struct nproxy_rank *nr, enum nproxy_rank_step 
 {
 	struct run_rank *rc = arg;
 
-	switch (step) {
-	case NPROXY_RANK_STEP_BUS:
-		run_phase("bananaphone rendezvous (rank %u)", rc->rank);
-		run_kill_point(RUN_KILL_RENDEZVOUS, rc->rank);
-		break;
-	case NPROXY_RANK_STEP_ENGINE:
-		run_phase("engine setup (nproxy_net_open, rank %u)", rc->rank);
-		run_kill_point(RUN_KILL_ENGINE, rc->rank);
-		break;
-	case NPROXY_RANK_STEP_REGION:
-		run_phase("handshake region (rank %u)", rc->rank);
-		run_kill_point(RUN_KILL_REGION, rc->rank);
-		break;
-	case NPROXY_RANK_STEP_COMM:
-		run_phase("proxy comm setup (rank %u)", rc->rank);
-		run_kill_point(RUN_KILL_COMM, rc->rank);
-		break;
+	if ((size_t)step < sizeof(steps) / sizeof(steps[0]) && steps[step].phase) {
+		run_phase("%srank %u)", steps[step].phase, rc->rank);
+		run_kill_point(steps[step].kill, rc->rank);
 	}
 	return NPROXY_SUCCESS;
 }

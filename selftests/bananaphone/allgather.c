@@ -23,9 +23,7 @@ static int ag_rank(uint32_t rank, uint32_t n, void *varg)
 	int round;
 	uint32_t r;
 
-	if (arg->spin)
-		setenv("NPROXY_BP_SPIN_US", "50", 1);
-	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
+	BP_T_CHECK(bp_t_join_spin(arg->job, rank, n, arg->spin, &bp) == NPROXY_SUCCESS, "join");
 	BP_T_CHECK(nproxy_bp_rank(bp) == rank && nproxy_bp_size(bp) == n, "rank/size");
 	mine = malloc(arg->max_len + 1);
 	want = malloc(arg->max_len + 1);

@@ -21,9 +21,7 @@ static int barrier_rank(uint32_t rank, uint32_t n, void *varg)
 	uint32_t r;
 	int i;
 
-	if (arg->spin)
-		setenv("NPROXY_BP_SPIN_US", "50", 1);
-	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
+	BP_T_CHECK(bp_t_join_spin(arg->job, rank, n, arg->spin, &bp) == NPROXY_SUCCESS, "join");
 	for (i = 1; i <= arg->rounds; i++) {
 		enum nproxy_status st;
 

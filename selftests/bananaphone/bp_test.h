@@ -104,6 +104,15 @@ static inline enum nproxy_status bp_t_join(const char *job, uint32_t rank, uint3
 	return st;
 }
 
+/* bp_t_join(); with spin, its waits first spin for 50 us (NPROXY_BP_SPIN_US). */
+static inline enum nproxy_status bp_t_join_spin(const char *job, uint32_t rank, uint32_t n,
+						bool spin, struct nproxy_bp **bp)
+{
+	if (spin)
+		setenv("NPROXY_BP_SPIN_US", "50", 1);
+	return bp_t_join(job, rank, n, bp);
+}
+
 /* bp_t_join(), then a first barrier: every rank is in. */
 static inline enum nproxy_status bp_t_join_all(const char *job, uint32_t rank, uint32_t n,
 					       struct nproxy_bp **bp)

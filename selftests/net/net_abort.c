@@ -13,6 +13,7 @@
 #undef TEST_TIMEOUT_DEFAULT
 #define TEST_TIMEOUT_DEFAULT 240
 #include "ring_common.h"
+#include "rank_death.h"
 
 #define AB_RANKS	8
 #define AB_DEAD		7
@@ -20,16 +21,9 @@
 #define AB_FAKE_PID	424242
 #define AB_BOUND_MS	15000	/* from the report to every rank's end; the engine's own is 60000 */
 
-struct ab_result {
-	int status;
-	int64_t ended_ms;
-	char reason[320];
-};
-
 struct ab_job {
 	char root[64];
-	struct ab_result *res;	/* shared, [AB_RANKS] */
-	volatile int64_t *reported_ms;
+	struct nproxy_test_death *death;	/* shared; died_ms: when rank 1 was told */
 };
 
 static int ab_rank(uint32_t rank, void *arg)
@@ -37,7 +31,6 @@ static int ab_rank(uint32_t rank, void *arg)
 	struct ab_job *job = arg;
 	struct nproxy_net_opts o = { .size = sizeof(o), .rank = rank, .n_ranks = AB_RANKS,
 				     .comm_id = 11, .timeout_ms = 60000, .root = job->root };
-	struct ab_result *res = &job->res[rank];
 	static uint8_t buf[64];
 	uint64_t sem = 0;
 	struct nproxy_device_sems dev = { .sems = &sem, .n_sems = 1 };
@@ -72,8 +65,8 @@ static int ab_rank(uint32_t rank, void *arg)
 	while (st == NPROXY_SUCCESS && ring_now_ms() - start < 90000) {
 		bool idle, block_done = false, done = false;
 
-		if (rank == AB_REPORTER && ring_now_ms() - start > 1000 && !*job->reported_ms) {
-			*job->reported_ms = ring_now_ms();
+		if (rank == AB_REPORTER && ring_now_ms() - start > 1000 && !job->death->died_ms) {
+			nproxy_test_death_mark(job->death);
 			nproxy_net_abort(net, AB_DEAD, AB_FAKE_PID, "died: killed by signal 9");
 		}
 		st = seam.ops->progress(seam.engine, 0, 0, &idle, &block_done, &done);
@@ -82,9 +75,7 @@ static int ab_rank(uint32_t rank, void *arg)
 		if (idle)
 			usleep(200);
 	}
-	res->status = (int)st;
-	res->ended_ms = ring_now_ms();
-	snprintf(res->reason, sizeof(res->reason), "%s", nproxy_net_abort_reason(net));
+	nproxy_test_death_saw(job->death, rank, (int)st, nproxy_net_abort_reason(net));
 	seam.ops->stop(seam.engine, 0, 0);
 	nproxy_net_mr_deregister(net, addr.mr);
 	nproxy_net_close(net);
@@ -95,45 +86,39 @@ TEST(a_reported_death_ends_every_rank_naming_rank_pid_and_host)
 {
 	struct ab_job job;
 	int exits[AB_RANKS], port = ring_free_port();
-	char want[64];
+	char want[64], why[600];
+	int64_t last = 0;
 
 	ASSERT_GT(port, 0);
 	snprintf(job.root, sizeof(job.root), "127.0.0.1:%d", port);
-	job.res = mmap(NULL, 4096 * 2, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	ASSERT_NE(MAP_FAILED, job.res);
-	job.reported_ms = (volatile int64_t *)((char *)job.res + 4096 + 2048);
+	job.death = nproxy_test_death_map();
+	ASSERT_NE(NULL, job.death);
 	ASSERT_EQ(AB_RANKS, ring_fork_ranks(AB_RANKS, ab_rank, &job, 120000, exits)) {
 		for (uint32_t r = 0; r < AB_RANKS; r++)
 			TH_LOG("rank %u exit %d", r, exits[r]);
 	}
-	ASSERT_NE(0, *job.reported_ms);
+	ASSERT_NE(0, job.death->died_ms);
 	snprintf(want, sizeof(want), "rank %u (pid %d, host ", AB_DEAD, AB_FAKE_PID);
 	for (uint32_t r = 0; r < AB_RANKS; r++) {
+		const struct nproxy_test_seen *seen = &job.death->seen[r];
+		const char *missed;
+
 		if (r == AB_DEAD)
 			continue;
-		EXPECT_EQ(NPROXY_PEER_DEAD, job.res[r].status) {
-			TH_LOG("rank %u ended with %s", r, nproxy_status_str(job.res[r].status));
+		missed = nproxy_test_death_missed(job.death, r, want, AB_BOUND_MS, why, sizeof(why));
+		EXPECT_EQ(NULL, missed) {
+			TH_LOG("%s", missed);
 		}
-		EXPECT_NE(NULL, strstr(job.res[r].reason, want)) {
-			TH_LOG("rank %u: reason '%s'", r, job.res[r].reason);
+		EXPECT_NE(NULL, strstr(seen->text, "127.0.0.1")) {
+			TH_LOG("rank %u: reason '%s' names no host address", r, seen->text);
 		}
-		EXPECT_NE(NULL, strstr(job.res[r].reason, "127.0.0.1")) {
-			TH_LOG("rank %u: reason '%s' names no host address", r, job.res[r].reason);
-		}
-		EXPECT_NE(NULL, strstr(job.res[r].reason, "reported by rank 1"));
-		EXPECT_GT(AB_BOUND_MS, job.res[r].ended_ms - *job.reported_ms) {
-			TH_LOG("rank %u ended %lld ms after the report", r,
-			       (long long)(job.res[r].ended_ms - *job.reported_ms));
-		}
+		EXPECT_NE(NULL, strstr(seen->text, "reported by rank 1"));
+		if (seen->ended_ms - job.death->died_ms > last)
+			last = seen->ended_ms - job.death->died_ms;
 	}
-	int64_t last = 0;
-
-	for (uint32_t r = 0; r < AB_RANKS; r++)
-		if (r != AB_DEAD && job.res[r].ended_ms - *job.reported_ms > last)
-			last = job.res[r].ended_ms - *job.reported_ms;
 	TH_LOG("every rank ended %lld ms after the report; rank 0: %s", (long long)last,
-	       job.res[0].reason);
-	munmap(job.res, 4096 * 2);
+	       job.death->seen[0].text);
+	nproxy_test_death_unmap(job.death);
 }
 
 TEST_HARNESS_MAIN

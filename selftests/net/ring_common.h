@@ -33,12 +33,10 @@
 static inline enum nproxy_status ring_rdzv_open(const char *root, uint32_t rank, uint32_t n,
 						uint32_t timeout_ms, struct nproxy_rdzv **rz)
 {
-	struct nproxy_rdzv_opts o = NPROXY_RDZV_OPTS_INIT;
+	const struct nproxy_rdzv_opts o = {
+		.size = sizeof(o), .root = root, .rank = rank, .n_ranks = n, .timeout_ms = timeout_ms,
+	};
 
-	o.root = root;
-	o.rank = rank;
-	o.n_ranks = n;
-	o.timeout_ms = timeout_ms;
 	return nproxy_rdzv_open(&o, rz);
 }
 

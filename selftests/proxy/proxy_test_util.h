@@ -131,16 +131,11 @@ static inline struct nproxy_comm_opts comm_opts(uint32_t rank, uint32_t n_ranks,
 						uint32_t rpp, uint32_t flags,
 						struct nproxy_loopback *lb)
 {
-	struct nproxy_comm_opts o;
+	struct nproxy_comm_opts o = {
+		.size = sizeof(o), .rank = rank, .n_ranks = n_ranks, .device_index = dev,
+		.ranks_per_proxy = rpp, .flags = flags, .idle_policy = NPROXY_IDLE_YIELD,
+	};
 
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.rank = rank;
-	o.n_ranks = n_ranks;
-	o.device_index = dev;
-	o.ranks_per_proxy = rpp;
-	o.flags = flags;
-	o.idle_policy = NPROXY_IDLE_YIELD;
 	if (lb) {
 		o.seam = nproxy_loopback_seam(lb);
 		o.barrier = nproxy_loopback_barrier(lb);

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include "kselftest_harness.h"
 #include "rank_test.h"
+#include "rank_death.h"
 
 #undef TEST_TIMEOUT_DEFAULT
 #define TEST_TIMEOUT_DEFAULT 180
@@ -19,18 +20,10 @@
 #define XH_VICTIM	3
 #define XH_BOUND_MS	15000	/* kill to every rank's end; the engine's own deadline is 60 s */
 
-struct xh_result {
-	int status;
-	int pid;
-	int64_t ended_ms;
-	char text[400];
-};
-
 struct xh_job {
 	char id[2][64];
 	char root[64];
-	struct xh_result *res;		/* shared [XH_RANKS] */
-	volatile int64_t *killed_ms;
+	struct nproxy_test_death *death;	/* shared; died_ms: the kill */
 };
 
 static int64_t now_ms(void)
@@ -42,7 +35,6 @@ static int xh_rank(uint32_t rank, uint32_t n, void *arg)
 {
 	struct xh_job *job = arg;
 	struct nproxy_rank_opts o = rt_opts(job->id[rank / 2], rank, n);
-	struct xh_result *res = &job->res[rank];
 	struct nproxy_rank *r;
 	enum nproxy_status st;
 	int64_t start;
@@ -53,25 +45,25 @@ static int xh_rank(uint32_t rank, uint32_t n, void *arg)
 	o.provider = "tcp;ofi_rxm";
 	o.root = job->root;
 	o.net_timeout_ms = 60000;
-	res->pid = getpid();
+	job->death->seen[rank].pid = getpid();	/* the victim records nothing else */
 	st = nproxy_rank_open(&o, &r);
 	if (st) {
-		res->status = (int)st;
-		snprintf(res->text, sizeof(res->text), "open: %s", nproxy_rank_strerror(NULL));
+		char text[300];
+
+		snprintf(text, sizeof(text), "open: %s", nproxy_rank_strerror(NULL));
+		nproxy_test_death_saw(job->death, rank, (int)st, text);
 		return 2;
 	}
 	start = now_ms();
 	do {
 		if (rank == XH_VICTIM && now_ms() - start > 1000) {
-			*job->killed_ms = now_ms();
+			nproxy_test_death_mark(job->death);
 			raise(SIGKILL);
 		}
 		st = nproxy_rank_check(r);
 		usleep(2000);
 	} while (st == NPROXY_SUCCESS && now_ms() - start < 90000);
-	res->status = (int)st;
-	res->ended_ms = now_ms();
-	snprintf(res->text, sizeof(res->text), "%s", nproxy_rank_strerror(r));
+	nproxy_test_death_saw(job->death, rank, (int)st, nproxy_rank_strerror(r));
 	nproxy_rank_abandon(r);
 	return 0;
 }
@@ -80,42 +72,41 @@ TEST(a_kill_on_one_host_ends_the_other_host_naming_rank_pid_and_host)
 {
 	struct xh_job job;
 	int codes[XH_RANKS], port = nproxy_test_free_port();
-	char want[64];
+	const struct nproxy_test_seen *seen;
+	char want[64], why[600];
 
 	ASSERT_GT(port, 0);
 	rt_job_id(job.id[0], sizeof(job.id[0]), "xha");
 	rt_job_id(job.id[1], sizeof(job.id[1]), "xhb");
 	snprintf(job.root, sizeof(job.root), "127.0.0.1:%d", port);
-	job.res = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	ASSERT_NE(MAP_FAILED, job.res);
-	job.killed_ms = (volatile int64_t *)((char *)job.res + 4096);
+	job.death = nproxy_test_death_map();
+	ASSERT_NE(NULL, job.death);
+	seen = job.death->seen;
 	rt_run_forked(XH_RANKS, xh_rank, &job, 120000, codes);
-	ASSERT_NE(0, *job.killed_ms) {
+	ASSERT_NE(0, job.death->died_ms) {
 		for (uint32_t r = 0; r < XH_RANKS; r++)
-			TH_LOG("rank %u: exit %d, %s", r, codes[r], job.res[r].text);
+			TH_LOG("rank %u: exit %d, %s", r, codes[r], seen[r].text);
 	}
-	snprintf(want, sizeof(want), "rank %u (pid %d", XH_VICTIM, job.res[XH_VICTIM].pid);
+	snprintf(want, sizeof(want), "rank %u (pid %d", XH_VICTIM, seen[XH_VICTIM].pid);
 	for (uint32_t r = 0; r < XH_RANKS; r++) {
+		const char *missed;
+
 		if (r == XH_VICTIM)
 			continue;
 		EXPECT_EQ(0, codes[r]);
-		EXPECT_EQ(NPROXY_PEER_DEAD, job.res[r].status) {
-			TH_LOG("rank %u: %s: %s", r, nproxy_status_str(job.res[r].status),
-			       job.res[r].text);
+		missed = nproxy_test_death_missed(job.death, r, want, XH_BOUND_MS, why, sizeof(why));
+		EXPECT_EQ(NULL, missed) {
+			TH_LOG("%s", missed);
 		}
-		EXPECT_NE(NULL, strstr(job.res[r].text, want)) {
-			TH_LOG("rank %u: '%s' does not name '%s'", r, job.res[r].text, want);
-		}
-		EXPECT_GT(XH_BOUND_MS, job.res[r].ended_ms - *job.killed_ms);
 	}
 	for (uint32_t r = 0; r < 2; r++) {
-		EXPECT_NE(NULL, strstr(job.res[r].text, "host ")) {
-			TH_LOG("rank %u: '%s' names no host", r, job.res[r].text);
+		EXPECT_NE(NULL, strstr(seen[r].text, "host ")) {
+			TH_LOG("rank %u: '%s' names no host", r, seen[r].text);
 		}
 	}
 	TH_LOG("rank 0 ended %lld ms after the kill: %s",
-	       (long long)(job.res[0].ended_ms - *job.killed_ms), job.res[0].text);
-	munmap(job.res, 8192);
+	       (long long)(seen[0].ended_ms - job.death->died_ms), seen[0].text);
+	nproxy_test_death_unmap(job.death);
 }
 
 TEST_HARNESS_MAIN

@@ -10,18 +10,13 @@ tap_use_build nproxy-run nproxyctl
 
 tap_tmpdir
 
-# expect DESC STATUS REGEX CMD...: CMD exits STATUS and its stderr+stdout matches REGEX.
+# expect DESC STATUS REGEX CMD...: CMD, outside any launcher, exits STATUS
+# and its stderr+stdout matches REGEX.
 expect() {
-	local desc=$1 want=$2 re=$3 out rc
+	local desc=$1 want=$2 re=$3
 	shift 3
-	out=$(env -u NPROXY_RANK -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID -u PMIX_RANK \
-		timeout 60 "$@" 2>&1)
-	rc=$?
-	if ((rc == want)) && grep -Eq -- "$re" <<<"$out"; then
-		tap_ok "$desc"
-	else
-		tap_fail "$desc" "command: $*" "exit $rc (want $want), output must match /$re/:" "$out"
-	fi
+	tap_expect "$desc" "$want" "$re" env -u NPROXY_RANK -u OMPI_COMM_WORLD_RANK \
+		-u SLURM_PROCID -u PMIX_RANK timeout 60 "$@"
 }
 
 # nproxy-run
@@ -162,18 +157,18 @@ expect "ctl: program --check parses every step kind" 0 \
 2: delay 50us
 3: inc-sem 1 1
 4: signal 7$" "$CTL" program --check "$tmp/good.txt"
-printf 'delay 1us\n\nfrobnicate 3\n' >"$tmp/b1.txt"
-expect "ctl: unknown step names file:line" 2 "b1.txt:3: unknown step 'frobnicate'" "$CTL" program --check "$tmp/b1.txt"
-printf 'wait-sem 1 > 3\n' >"$tmp/b2.txt"
-expect "ctl: wait-sem without >=" 2 "b2.txt:1: expected '>='" "$CTL" program --check "$tmp/b2.txt"
-printf 'write-trigger 4 1\n' >"$tmp/b3.txt"
-expect "ctl: stream out of range" 2 "b3.txt:1: stream '4' is not 0..3" "$CTL" program --check "$tmp/b3.txt"
-printf 'delay 61s\n' >"$tmp/b4.txt"
-expect "ctl: delay beyond 60 s" 2 "b4.txt:1: delay '61s'" "$CTL" program --check "$tmp/b4.txt"
-printf 'delay 5\n' >"$tmp/b5.txt"
-expect "ctl: duration without unit" 2 "b5.txt:1: delay '5' is not a duration" "$CTL" program --check "$tmp/b5.txt"
-printf '# only a comment\n' >"$tmp/b6.txt"
-expect "ctl: empty program" 2 "no steps" "$CTL" program --check "$tmp/b6.txt"
+# bad_program NAME TEXT DESC REGEX: program --check refuses TEXT (\n for
+# a newline) in NAME.txt with exit 2 and a message matching REGEX.
+bad_program() {
+	printf "%b" "$2" >"$tmp/$1.txt"
+	expect "ctl: $3" 2 "$4" "$CTL" program --check "$tmp/$1.txt"
+}
+bad_program b1 'delay 1us\n\nfrobnicate 3\n' "unknown step names file:line" "b1.txt:3: unknown step 'frobnicate'"
+bad_program b2 'wait-sem 1 > 3\n' "wait-sem without >=" "b2.txt:1: expected '>='"
+bad_program b3 'write-trigger 4 1\n' "stream out of range" "b3.txt:1: stream '4' is not 0..3"
+bad_program b4 'delay 61s\n' "delay beyond 60 s" "b4.txt:1: delay '61s'"
+bad_program b5 'delay 5\n' "duration without unit" "b5.txt:1: delay '5' is not a duration"
+bad_program b6 '# only a comment\n' "empty program" "no steps"
 expect "ctl: missing program file" 1 "nope.txt: No such file" "$CTL" program --check "$tmp/nope.txt"
 expect "ctl: --json program --check prints JSON" 0 '^\{"file":".*good.txt","steps":\["write-trigger 0 1",' \
 	"$CTL" --json program --check "$tmp/good.txt"

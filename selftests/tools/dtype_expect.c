@@ -126,56 +126,65 @@ static const double rel[NPROXY_DTYPE_COUNT] = {
 static const uint32_t worlds[] = { 2, 3, MAX_W };
 static uint64_t bufs[MAX_W + 2][N];
 
-/* Every rank's inputs for op into in[], the expected result into bufs[W]. */
-static void *expect(void *in[], uint32_t W, enum nproxy_dtype dt, enum nproxy_redop op)
+/* One case: a world size, a type and an op, every rank's inputs for it
+ * and the expected result. */
+struct red_case {
+	uint32_t W;
+	enum nproxy_dtype dt;
+	enum nproxy_redop op;
+	void *in[MAX_W];
+	void *want;
+};
+
+#define N_CASES (sizeof(worlds) / sizeof(worlds[0]) * NPROXY_DTYPE_COUNT * NPROXY_REDOP_COUNT)
+
+/* Case c of N_CASES: its inputs in bufs[0..W), its expected result in bufs[W]. */
+static void case_at(size_t c, struct red_case *k)
 {
-	for (uint32_t r = 0; r < W; r++) {
-		in[r] = bufs[r];
-		run_dtype_fill(in[r], dt, op, r, W, 0, N, ITER);
+	k->op = (enum nproxy_redop)(c % NPROXY_REDOP_COUNT);
+	c /= NPROXY_REDOP_COUNT;
+	k->dt = (enum nproxy_dtype)(c % NPROXY_DTYPE_COUNT);
+	k->W = worlds[c / NPROXY_DTYPE_COUNT];
+	for (uint32_t r = 0; r < k->W; r++) {
+		k->in[r] = bufs[r];
+		run_dtype_fill(k->in[r], k->dt, k->op, r, k->W, 0, N, ITER);
 	}
-	run_dtype_expect_reduce(bufs[W], bufs[W + 1], dt, op, W, N, ITER);
-	return bufs[W];
+	run_dtype_expect_reduce(bufs[k->W], bufs[k->W + 1], k->dt, k->op, k->W, N, ITER);
+	k->want = bufs[k->W];
 }
 
 TEST(expectations)
 {
-	void *in[MAX_W];
+	for (size_t c = 0; c < N_CASES; c++) {
+		struct red_case k;
+		bool nonzero = false;
 
-	for (size_t wi = 0; wi < sizeof(worlds) / sizeof(worlds[0]); wi++) {
-		uint32_t W = worlds[wi];
+		case_at(c, &k);
+		for (size_t i = 0; i < N; i++) {
+			if (floating(k.dt)) {
+				double w = float_result(k.in, k.W, i, k.dt, k.op);
+				double got = as_double(k.want, i, k.dt);
 
-		for (int dt = 0; dt < NPROXY_DTYPE_COUNT; dt++) {
-			for (int op = 0; op < NPROXY_REDOP_COUNT; op++) {
-				bool nonzero = false;
-				void *want = expect(in, W, dt, op);
+				ASSERT_TRUE(fabs(got - w) <= rel[k.dt] * fabs(w))
+					TH_LOG("W %u %s %s element %zu: %g, want %g", k.W,
+					       nproxy_dtype_name(k.dt),
+					       nproxy_redop_name(k.op), i, got, w);
+				nonzero |= got != 0 && got != 1;
+			} else {
+				uint64_t w = int_result(k.in, k.W, i, k.dt, k.op);
+				uint64_t got = (uint64_t)as_int(k.want, i, k.dt) & mask(k.dt);
 
-				for (size_t i = 0; i < N; i++) {
-					if (floating(dt)) {
-						double w = float_result(in, W, i, dt, op);
-						double got = as_double(want, i, dt);
-
-						ASSERT_TRUE(fabs(got - w) <= rel[dt] * fabs(w))
-							TH_LOG("W %u %s %s element %zu: %g, want %g", W,
-							       nproxy_dtype_name(dt),
-							       nproxy_redop_name(op), i, got, w);
-						nonzero |= got != 0 && got != 1;
-					} else {
-						uint64_t w = int_result(in, W, i, dt, op);
-						uint64_t got = (uint64_t)as_int(want, i, dt) & mask(dt);
-
-						ASSERT_EQ(w, got)
-							TH_LOG("W %u %s %s element %zu", W,
-							       nproxy_dtype_name(dt),
-							       nproxy_redop_name(op), i);
-					}
-				}
-				/* Not a trivial check: avg gives fractions, prod 4..9. */
-				if (floating(dt) && op != NPROXY_SUM)
-					ASSERT_TRUE(nonzero)
-						TH_LOG("W %u %s %s: only 0 and 1", W,
-						       nproxy_dtype_name(dt), nproxy_redop_name(op));
+				ASSERT_EQ(w, got)
+					TH_LOG("W %u %s %s element %zu", k.W,
+					       nproxy_dtype_name(k.dt),
+					       nproxy_redop_name(k.op), i);
 			}
 		}
+		/* Not a trivial check: avg gives fractions, prod 4..9. */
+		if (floating(k.dt) && k.op != NPROXY_SUM)
+			ASSERT_TRUE(nonzero)
+				TH_LOG("W %u %s %s: only 0 and 1", k.W,
+				       nproxy_dtype_name(k.dt), nproxy_redop_name(k.op));
 	}
 }
 
@@ -200,24 +209,17 @@ static bool caught(void *in[], uint32_t W, const void *want, enum nproxy_dtype d
 
 TEST(no_op_passes_for_another)
 {
-	void *in[MAX_W];
+	for (size_t c = 0; c < N_CASES; c++) {
+		struct red_case k;
 
-	for (size_t wi = 0; wi < sizeof(worlds) / sizeof(worlds[0]); wi++) {
-		uint32_t W = worlds[wi];
-
-		for (int dt = 0; dt < NPROXY_DTYPE_COUNT; dt++) {
-			for (int op = 0; op < NPROXY_REDOP_COUNT; op++) {
-				void *want = expect(in, W, dt, op);
-
-				for (int other = 0; other < NPROXY_REDOP_COUNT; other++) {
-					if (other == op)
-						continue;
-					ASSERT_TRUE(caught(in, W, want, dt, other))
-						TH_LOG("W %u %s: %s passes for %s", W,
-						       nproxy_dtype_name(dt), nproxy_redop_name(other),
-						       nproxy_redop_name(op));
-				}
-			}
+		case_at(c, &k);
+		for (int other = 0; other < NPROXY_REDOP_COUNT; other++) {
+			if (other == (int)k.op)
+				continue;
+			ASSERT_TRUE(caught(k.in, k.W, k.want, k.dt, other))
+				TH_LOG("W %u %s: %s passes for %s", k.W,
+				       nproxy_dtype_name(k.dt), nproxy_redop_name(other),
+				       nproxy_redop_name(k.op));
 		}
 	}
 }

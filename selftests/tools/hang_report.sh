@@ -21,13 +21,8 @@ BACKEND=${HANG_BACKEND:-memfd}
 export NPROXY_HANDSHAKE=$BACKEND
 ((EUID == 0)) || tap_skip_all "hang-report reads other processes' fds (pidfd_getfd): needs root"
 
-tmp=$(mktemp -d)
 job=
-cleanup() {
-	[[ -n $job ]] && kill -TERM "$job" 2>/dev/null && wait "$job" 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+tap_tmpdir_job TERM job
 
 # start_job HANG PROCS: nproxy-run in the background, its pid in $job.
 start_job() {
@@ -75,6 +70,19 @@ pid_of() {
 		python3 -c 'import json,sys; d=json.load(sys.stdin); print([p["pid"] for p in d["proxies"] if p["rank"]==int(sys.argv[1])][0])' "$1"
 }
 
+# found_or_fail DESC CMD...: one result from CMD's status, the report as
+# the diagnostic when it fails.
+found_or_fail() {
+	local desc=$1
+	shift
+	if "$@"; then tap_ok "$desc"; else tap_fail "$desc" "$(cat "$tmp/report")"; fi
+}
+
+# no_hang_found DESC: hang-report never found the hang.
+no_hang_found() {
+	tap_fail "$1: hang-report finds the hang" "exit $report_rc" "$(cat "$tmp/report" "$tmp/job.out")"
+}
+
 # ---- a semaphore never incremented: the device never triggers
 start_job 1:2:sem 2
 if wait_hang; then
@@ -115,7 +123,7 @@ PY
 		tap_fail "sem never incremented, --json" "exit $rc" "$(cat "$tmp/report.json")"
 	fi
 else
-	tap_fail "sem never incremented: hang-report finds the hang" "exit $report_rc" "$(cat "$tmp/report" "$tmp/job.out")"
+	no_hang_found "sem never incremented"
 	tap_skip "sem never incremented: rank 0 waits for rank 1" "no report"
 	tap_skip "sem never incremented, --json" "no report"
 fi
@@ -125,28 +133,27 @@ stop_job
 start_job 0:3:trigger 2
 if wait_hang; then
 	p0=$(pid_of 0)
-	if report_until "^rank 0 \(pid $p0\) task NETWORK in WAITING_DEVICE_TRIGGER for [0-9.]+ s: stream 0 trigger still 0xFFFFFFFF \(device program at step 0 DELAY 60.000 s\)$"; then
-		tap_ok "device never triggers: rank 0, its pid, the sentinel and the DELAY step named"
-	else
-		tap_fail "device never triggers: rank 0 named with the evidence" "$(cat "$tmp/report")"
-	fi
+	found_or_fail "device never triggers: rank 0, its pid, the sentinel and the DELAY step named" \
+		report_until "^rank 0 \(pid $p0\) task NETWORK in WAITING_DEVICE_TRIGGER for [0-9.]+ s: stream 0 trigger still 0xFFFFFFFF \(device program at step 0 DELAY 60.000 s\)$"
 else
-	tap_fail "device never triggers: hang-report finds the hang" "exit $report_rc" "$(cat "$tmp/report" "$tmp/job.out")"
+	no_hang_found "device never triggers"
 fi
 stop_job
+
+# stopped_named PID: the report has a waiting rank naming rank 1 (PID) as
+# stopped, and every line of rank 1's own says its process is stopped.
+stopped_named() {
+	grep -Eq "^rank [02] \(pid [0-9]+\) task (NETWORK|BARRIER) in (IDLE|PROGRESSING) .*rank 1 \(pid $1\) is stopped \(state T\)" "$tmp/report" &&
+		! grep "^rank 1 " "$tmp/report" | grep -vq "\[its own process is stopped, state T\]$"
+}
 
 # ---- a peer stops progressing (its process is stopped)
 start_job 1:2:stop 3
 if wait_hang; then
 	p1=$(pid_of 1)
-	if grep -Eq "^rank [02] \(pid [0-9]+\) task (NETWORK|BARRIER) in (IDLE|PROGRESSING) .*rank 1 \(pid $p1\) is stopped \(state T\)" "$tmp/report" &&
-	   ! grep "^rank 1 " "$tmp/report" | grep -vq "\[its own process is stopped, state T\]$"; then
-		tap_ok "stopped peer: the waiting ranks name rank 1 and its pid as stopped"
-	else
-		tap_fail "stopped peer: rank 1 named as stopped" "$(cat "$tmp/report")"
-	fi
+	found_or_fail "stopped peer: the waiting ranks name rank 1 and its pid as stopped" stopped_named "$p1"
 else
-	tap_fail "stopped peer: hang-report finds the hang" "exit $report_rc" "$(cat "$tmp/report" "$tmp/job.out")"
+	no_hang_found "stopped peer"
 fi
 stop_job
 

@@ -13,13 +13,8 @@ tap_require_cmd python3 timeout
 export NPROXY_HANDSHAKE=memfd
 ((EUID == 0)) || tap_skip_all "hang-report reads other processes' fds (pidfd_getfd): needs root"
 
-tmp=$(mktemp -d)
 job=
-cleanup() {
-	[[ -n $job ]] && kill -TERM "$job" 2>/dev/null && wait "$job" 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+tap_tmpdir_job TERM job
 
 NPROXY_RUN_HANG=1:2:sem "$RUN" --procs 2 --size 4K --iters 200 --warmup 0 --timeout 90 \
 	>"$tmp/job.out" 2>&1 &

@@ -111,33 +111,16 @@ fi
 
 # A WAIT_SEM that cannot be met: the program times out, exit 1, step named.
 printf 'wait-sem 2 >= 1 timeout 10ms\n' >"$tmp/wait.txt"
-out=$("$CTL" program "$id" "$tmp/wait.txt" 2>&1)
-rc=$?
-if ((rc == 1)) && grep -q "timedout" <<<"$out"; then
-	tap_ok "program: unmet wait-sem times out (exit 1)"
-else
-	tap_fail "program: unmet wait-sem times out (exit 1)" "exit $rc" "$out"
-fi
+tap_expect "program: unmet wait-sem times out (exit 1)" 1 "timedout" "$CTL" program "$id" "$tmp/wait.txt"
 
 # Index beyond the region's semaphores: the module refuses, message says why.
 printf 'inc-sem 100 1\n' >"$tmp/bad.txt"
-out=$("$CTL" program "$id" "$tmp/bad.txt" 2>&1)
-rc=$?
-if ((rc == 1)) && grep -q "rejected" <<<"$out"; then
-	tap_ok "program: semaphore beyond n_sems rejected"
-else
-	tap_fail "program: semaphore beyond n_sems rejected" "exit $rc" "$out"
-fi
+tap_expect "program: semaphore beyond n_sems rejected" 1 "rejected" "$CTL" program "$id" "$tmp/bad.txt"
 
 # Parse error: exit 2, FILE:LINE in the message, nothing submitted.
 printf 'delay 1us\nwait-sem 1 > 3\n' >"$tmp/syntax.txt"
-out=$("$CTL" program "$id" "$tmp/syntax.txt" 2>&1)
-rc=$?
-if ((rc == 2)) && grep -q "syntax.txt:2:" <<<"$out"; then
-	tap_ok "program: syntax error names file and line"
-else
-	tap_fail "program: syntax error names file and line" "exit $rc" "$out"
-fi
+tap_expect "program: syntax error names file and line" 2 "syntax.txt:2:" \
+	"$CTL" program "$id" "$tmp/syntax.txt"
 
 # ---- stats
 "$CTL" --json stats >"$tmp/stats.json"
@@ -155,25 +138,12 @@ else
 fi
 
 # ---- errors: unknown region, bad stream, permission
-out=$("$CTL" trigger 999999 0 2>&1); rc=$?
-if ((rc == 1)) && grep -q "no such region" <<<"$out"; then
-	tap_ok "unknown region id: exit 1, says so"
-else
-	tap_fail "unknown region id" "exit $rc" "$out"
-fi
-out=$("$CTL" trigger "$id" 3 2>&1); rc=$?
-if ((rc == 1)) && grep -q "stream 3 rejected (region has 2 streams)" <<<"$out"; then
-	tap_ok "stream beyond n_streams: exit 1, says so"
-else
-	tap_fail "stream beyond n_streams" "exit $rc" "$out"
-fi
+tap_expect "unknown region id: exit 1, says so" 1 "no such region" "$CTL" trigger 999999 0
+tap_expect "stream beyond n_streams: exit 1, says so" 1 "stream 3 rejected \(region has 2 streams\)" \
+	"$CTL" trigger "$id" 3
 if command -v setpriv >/dev/null; then
-	out=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$CTL" info 2>&1); rc=$?
-	if ((rc == 4)) && grep -q "permission denied" <<<"$out"; then
-		tap_ok "unprivileged info: exit 4, permission denied"
-	else
-		tap_fail "unprivileged info: exit 4" "exit $rc" "$out"
-	fi
+	tap_expect "unprivileged info: exit 4, permission denied" 4 "permission denied" \
+		setpriv --reuid=65534 --regid=65534 --clear-groups "$CTL" info
 else
 	tap_skip "unprivileged info" "no setpriv"
 fi

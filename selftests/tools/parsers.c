@@ -13,6 +13,26 @@
 #include "prog_text.h"
 #include "run.h"
 
+/* A text a parser refuses, with the start of the message it gives. */
+struct refused {
+	const char *text, *msg;
+};
+
+/*
+ * Every case of the array cases is refused: call, which reads the case's
+ * text as `text`, returns -1 and leaves in why a message starting with the
+ * case's msg.
+ */
+#define EXPECT_REFUSED(cases, call)							\
+	for (size_t i_ = 0; i_ < sizeof(cases) / sizeof((cases)[0]); i_++) {		\
+		const char *text = (cases)[i_].text, *msg = (cases)[i_].msg;		\
+											\
+		why[0] = '\0';								\
+		EXPECT_EQ(-1, call);							\
+		EXPECT_EQ(0, strncmp(why, msg, strlen(msg)))				\
+			TH_LOG("'%s': got '%s', want '%s'", text, why, msg);		\
+	}
+
 static int parse_str(const char *text, struct nproxy_prog_step *steps, uint32_t max,
 		     uint32_t *n, char *err, size_t errlen)
 {
@@ -136,7 +156,7 @@ TEST(cli_unsigned)
 				   sizeof(why)));
 	EXPECT_EQ(UINT64_MAX, v64);
 
-	static const struct { const char *text, *msg; } bad[] = {
+	static const struct refused bad[] = {
 		{ "", "--n: '' is not 1..64: empty" },
 		{ "+3", "--n: '+3' is not 1..64: no '+' or '-' sign" },
 		{ "-1", "--n: '-1' is not 1..64: no '+' or '-' sign" },
@@ -208,7 +228,7 @@ TEST(cli_sizes)
 	ASSERT_EQ(0, cli_parse_size("-s", "16777215G", 1, UINT64_MAX, &v, why, sizeof(why)));
 	EXPECT_EQ(16777215ULL << 30, v);
 
-	static const struct { const char *text, *msg; } bad[] = {
+	static const struct refused bad[] = {
 		{ "", "-s: '' is not a number of bytes (64K, 1M, 4096): empty" },
 		{ "K", "-s: 'K' is not a number of bytes (64K, 1M, 4096)" },
 		{ "+4K", "-s: '+4K' is not a number of bytes (64K, 1M, 4096): no '+' or '-' sign" },
@@ -222,12 +242,7 @@ TEST(cli_sizes)
 		{ "0", "-s: '0' is not a size of at least 1 bytes" },
 		{ "512M", "-s: '512M' is not a size of at most 256M: above the 256M cap" },
 	};
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		why[0] = '\0';
-		EXPECT_EQ(-1, cli_parse_size("-s", bad[i].text, 1, 256 << 20, &v, why, sizeof(why)));
-		EXPECT_EQ(0, strncmp(why, bad[i].msg, strlen(bad[i].msg)))
-			TH_LOG("'%s': got '%s', want '%s'", bad[i].text, why, bad[i].msg);
-	}
+	EXPECT_REFUSED(bad, cli_parse_size("-s", text, 1, 256 << 20, &v, why, sizeof(why)));
 }
 
 TEST(cli_seconds_and_durations)
@@ -242,7 +257,7 @@ TEST(cli_seconds_and_durations)
 	EXPECT_EQ(0.25, s);
 	ASSERT_EQ(0, cli_parse_seconds("-t", "10", 0, 10, &s, why, sizeof(why)));
 	EXPECT_EQ(10.0, s);
-	static const struct { const char *text, *msg; } bad[] = {
+	static const struct refused bad[] = {
 		{ "", "-t: '' is not a number of seconds in [0.05, 10]: empty" },
 		{ "-1", "-t: '-1' is not a number of seconds in [0.05, 10]: no '+' or '-' sign" },
 		{ "+1", "-t: '+1' is not a number of seconds in [0.05, 10]: no '+' or '-' sign" },
@@ -254,12 +269,7 @@ TEST(cli_seconds_and_durations)
 		{ "11", "-t: '11' is not a number of seconds in [0.05, 10]" },
 		{ "1e999", "-t: '1e999' is not a number of seconds in [0.05, 10]" },
 	};
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		why[0] = '\0';
-		EXPECT_EQ(-1, cli_parse_seconds("-t", bad[i].text, 0.05, 10, &s, why, sizeof(why)));
-		EXPECT_EQ(0, strncmp(why, bad[i].msg, strlen(bad[i].msg)))
-			TH_LOG("'%s': got '%s', want '%s'", bad[i].text, why, bad[i].msg);
-	}
+	EXPECT_REFUSED(bad, cli_parse_seconds("-t", text, 0.05, 10, &s, why, sizeof(why)));
 
 	ASSERT_EQ(0, cli_parse_duration_ns("d", "100ms", &ns, why, sizeof(why)));
 	EXPECT_EQ(100000000ULL, ns);
@@ -304,7 +314,7 @@ TEST(cli_size_lists)
 	EXPECT_EQ(-1, cli_parse_size_list("-s", "1:16", 1, 100, sizes, 4, &n, why, sizeof(why)));
 	EXPECT_STREQ("-s: '1:16' is not a sweep: the sweep has more than 4 sizes", why);
 
-	static const struct { const char *text, *msg; } bad[] = {
+	static const struct refused bad[] = {
 		{ "", "-s: '' is not a size list: an empty size in the list" },
 		{ "1K,,2K", "-s: '1K,,2K' is not a size list: an empty size in the list" },
 		{ ",1K", "-s: ',1K' is not a size list: an empty size in the list" },
@@ -320,13 +330,8 @@ TEST(cli_size_lists)
 		{ "512M", "-s: '512M' is not a size of at most 256M" },
 		{ "1K:512M", "-s: '512M' is not a size of at most 256M" },
 	};
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		why[0] = '\0';
-		EXPECT_EQ(-1, cli_parse_size_list("-s", bad[i].text, 1, RUN_MAX_SIZE_BYTES, sizes,
-						  RUN_MAX_SIZES, &n, why, sizeof(why)));
-		EXPECT_EQ(0, strncmp(why, bad[i].msg, strlen(bad[i].msg)))
-			TH_LOG("'%s': got '%s', want '%s'", bad[i].text, why, bad[i].msg);
-	}
+	EXPECT_REFUSED(bad, cli_parse_size_list("-s", text, 1, RUN_MAX_SIZE_BYTES, sizes,
+						RUN_MAX_SIZES, &n, why, sizeof(why)));
 }
 
 /* nproxy-run's command line goes through the same parsers. */

@@ -66,43 +66,42 @@ else
 fi
 no_leftovers "killed rank: the other ranks were stopped" "$mark"
 
-out=$(NPROXY_RUN_KILL=3:0 timeout 120 "$RUN" --procs 2 --ranks-per-proc 2 --size 4K --iters 5 --warmup 0 --timeout 90 2>&1)
-rc=$?
-if ((rc == 4)) && grep -Eq "^nproxy-run: ranks 2-3 \(process 1, pid [0-9]+\) was killed by signal SIGKILL \(Killed\)" <<<"$out"; then
-	tap_ok "killed process of 2 ranks: both ranks named"
-else
-	tap_fail "killed process of 2 ranks" "exit $rc" "$out"
-fi
+tap_expect "killed process of 2 ranks: both ranks named" 4 \
+	"^nproxy-run: ranks 2-3 \(process 1, pid [0-9]+\) was killed by signal SIGKILL \(Killed\)" \
+	env NPROXY_RUN_KILL=3:0 timeout 120 "$RUN" --procs 2 --ranks-per-proc 2 --size 4K --iters 5 \
+	--warmup 0 --timeout 90
 
 # ---- a rank dies of a real fault: the signal, where, and in which phase
-out=$(NPROXY_RUN_CRASH=1:2:bus timeout 120 "$RUN" --procs 2 --size 4K --iters 20 --warmup 1 --timeout 90 2>&1)
-rc=$?
-if ((rc == 4)) && grep -Eq "^nproxy-run: rank 1 \(pid [0-9]+\) was killed by signal SIGBUS \(Bus error\) at address 0x[0-9a-f]+ during allgather 4096 B, after 2 iterations$" <<<"$out"; then
-	tap_ok "SIGBUS in a rank: exit 4, signal, fault address and phase named"
-else
-	tap_fail "SIGBUS in a rank: exit 4, signal, fault address and phase named" "exit $rc" "$out"
-fi
-out=$(NPROXY_RUN_CRASH=0:1:segv timeout 120 "$RUN" --procs 3 --size 4K --iters 20 --warmup 1 --timeout 90 2>&1)
-rc=$?
-if ((rc == 4)) && grep -Eq "^nproxy-run: rank 0 \(pid [0-9]+\) was killed by signal SIGSEGV \(Segmentation fault\) at address 0x[0-9a-f]+ during allgather 4096 B, after 1 iteration$" <<<"$out"; then
-	tap_ok "SIGSEGV in rank 0: exit 4, signal, fault address and phase named"
-else
-	tap_fail "SIGSEGV in rank 0: exit 4, signal, fault address and phase named" "exit $rc" "$out"
-fi
+tap_expect "SIGBUS in a rank: exit 4, signal, fault address and phase named" 4 \
+	"^nproxy-run: rank 1 \(pid [0-9]+\) was killed by signal SIGBUS \(Bus error\) at address 0x[0-9a-f]+ during allgather 4096 B, after 2 iterations$" \
+	env NPROXY_RUN_CRASH=1:2:bus timeout 120 "$RUN" --procs 2 --size 4K --iters 20 --warmup 1 \
+	--timeout 90
+tap_expect "SIGSEGV in rank 0: exit 4, signal, fault address and phase named" 4 \
+	"^nproxy-run: rank 0 \(pid [0-9]+\) was killed by signal SIGSEGV \(Segmentation fault\) at address 0x[0-9a-f]+ during allgather 4096 B, after 1 iteration$" \
+	env NPROXY_RUN_CRASH=0:1:segv timeout 120 "$RUN" --procs 3 --size 4K --iters 20 --warmup 1 \
+	--timeout 90
+
+# launch_two VAR=VALUE NAME: ranks 0 and 1 as a launcher starts them (no
+# supervisor), with VAR=VALUE in their environment, output in $tmp/NAME.R;
+# their exit statuses in rc0 and rc1.
+launch_two() {
+	local port r pids=()
+	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	for r in 0 1; do
+		env -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID -u PMIX_RANK "$1" \
+			NPROXY_RANK=$r NPROXY_WORLD_SIZE=2 NPROXY_LOCAL_RANK=$r NPROXY_LOCAL_SIZE=2 \
+			NPROXY_ROOT_COMM_ID=127.0.0.1:$port timeout 120 "$RUN" --size 4K --iters 50 \
+			--warmup 1 --timeout 90 >"$tmp/$2.$r" 2>&1 &
+		pids[r]=$!
+	done
+	wait "${pids[0]}"; rc0=$?
+	{ wait "${pids[1]}"; } 2>/dev/null; rc1=$?
+}
 
 # Under a launcher there is no supervisor: the survivor sees its local
 # peer's pidfd and stops at once instead of at the engine's deadline.
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 start=$SECONDS
-for r in 0 1; do
-	env -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID -u PMIX_RANK NPROXY_RUN_KILL=1:3 \
-		NPROXY_RANK=$r NPROXY_WORLD_SIZE=2 NPROXY_LOCAL_RANK=$r NPROXY_LOCAL_SIZE=2 \
-		NPROXY_ROOT_COMM_ID=127.0.0.1:$port timeout 120 "$RUN" --size 4K --iters 50 \
-		--warmup 1 --timeout 90 >"$tmp/launched.$r" 2>&1 &
-	pids[r]=$!
-done
-wait "${pids[0]}"; rc0=$?
-{ wait "${pids[1]}"; } 2>/dev/null; rc1=$?
+launch_two NPROXY_RUN_KILL=1:3 launched
 took=$((SECONDS - start))
 if ((rc0 == 4 && rc1 == 137)) && ((took < 30)) &&
    grep -Eq "^nproxy-run: rank 0: peer rank 1 \(pid [0-9]+\) died (during|before) op [0-9]+$" "$tmp/launched.0"; then
@@ -112,16 +111,7 @@ else
 fi
 
 # ... and a rank that crashes says so itself, then dies of the signal.
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-for r in 0 1; do
-	env -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID -u PMIX_RANK NPROXY_RUN_CRASH=1:3 \
-		NPROXY_RANK=$r NPROXY_WORLD_SIZE=2 NPROXY_LOCAL_RANK=$r NPROXY_LOCAL_SIZE=2 \
-		NPROXY_ROOT_COMM_ID=127.0.0.1:$port timeout 120 "$RUN" --size 4K --iters 50 \
-		--warmup 1 --timeout 90 >"$tmp/crash.$r" 2>&1 &
-	pids[r]=$!
-done
-wait "${pids[0]}"; rc0=$?
-{ wait "${pids[1]}"; } 2>/dev/null; rc1=$?
+launch_two NPROXY_RUN_CRASH=1:3 crash
 if ((rc0 == 4 && rc1 == 128 + 7)) &&
    grep -Eq "^nproxy-run: process 1 \(pid [0-9]+\): killed by signal SIGBUS at address 0x[0-9a-f]+ during allgather 4096 B$" "$tmp/crash.1"; then
 	tap_ok "launched, SIGBUS: the rank reports signal, address and phase, and dies of it"

@@ -126,38 +126,39 @@ else
 	tap_fail "--json count and job type/op" "table: $tab" "json: $js_count" "job: $job"
 fi
 
+# corrupted DESC CORRUPT ROW ERROR CMD...: with NPROXY_RUN_CORRUPT=CORRUPT the
+# run exits 1, exactly one table row holds the awk condition ROW, the footer
+# says FAILED and a rank's message matches the basic regex ERROR.
+corrupted() {
+	local desc=$1 corrupt=$2 row=$3 error=$4 out rc
+	shift 4
+	out=$(NPROXY_RUN_CORRUPT=$corrupt run "$@")
+	rc=$?
+	if ((rc == 1)) && (($(rows "$out" | awk "$row" | wc -l) == 1)) &&
+		grep -qx "# Out of bounds values : 1 FAILED" <<<"$out" && grep -q "$error" <<<"$out"; then
+		tap_ok "$desc"
+	else
+		tap_fail "$desc" "exit $rc" "$out"
+	fi
+}
+
 # ---- a corrupted element: counted in #wrong, exit 1
-out=$(NPROXY_RUN_CORRUPT=1 run "$AR" -b 1K -e 2K -f 2 -g 2 -d half -o avg -n 2)
-rc=$?
-if ((rc == 1)) && rows "$out" | grep -Eq '^ +1024 +512 +half +avg +-1 +[^ ]+ +[^ ]+ +[^ ]+ +1 ' &&
-	grep -qx "# Out of bounds values : 1 FAILED" <<<"$out" &&
-	grep -q "nproxy-run: rank 1: allreduce 1024 B iteration [0-9]*: verification error" <<<"$out"; then
-	tap_ok "a corrupted element: #wrong 1, FAILED, exit 1"
-else
-	tap_fail "a corrupted element: #wrong 1, FAILED, exit 1" "exit $rc" "$out"
-fi
+corrupted "a corrupted element: #wrong 1, FAILED, exit 1" 1 \
+	'$1 == 1024 && $2 == 512 && $3 == "half" && $4 == "avg" && $5 == -1 && $9 == 1' \
+	"nproxy-run: rank 1: allreduce 1024 B iteration [0-9]*: verification error" \
+	"$AR" -b 1K -e 2K -f 2 -g 2 -d half -o avg -n 2
 
 # ---- an in-place result corrupted (row 1: the first size in place) is caught
-out=$(NPROXY_RUN_CORRUPT=1:1 run "$AR" -b 1K -e 1K -g 2 -n 2)
-rc=$?
-if ((rc == 1)) && (($(rows "$out" | awk '$9 == 0 && $13 == 1' | wc -l) == 1)) &&
-	grep -qx "# Out of bounds values : 1 FAILED" <<<"$out" &&
-	grep -q "nproxy-run: rank 1: allreduce 1024 B iteration [0-9]*: verification error .*(float, in place)" <<<"$out"; then
-	tap_ok "an in-place corruption: in-place #wrong 1, out-of-place 0, exit 1"
-else
-	tap_fail "an in-place corruption" "exit $rc" "$out"
-fi
+corrupted "an in-place corruption: in-place #wrong 1, out-of-place 0, exit 1" 1:1 \
+	'$9 == 0 && $13 == 1' \
+	"nproxy-run: rank 1: allreduce 1024 B iteration [0-9]*: verification error .*(float, in place)" \
+	"$AR" -b 1K -e 1K -g 2 -n 2
 
 # ---- an allgather's corrupted element (another rank's part)
-out=$(NPROXY_RUN_CORRUPT=0 run "$AG" -b 1K -e 1K -g 2 -n 2)
-rc=$?
-if ((rc == 1)) && (($(rows "$out" | awk '$9 == 1 && $13 == 0' | wc -l) == 1)) &&
-	grep -qx "# Out of bounds values : 1 FAILED" <<<"$out" &&
-	grep -q "nproxy-run: rank 0: allgather 1024 B iteration [0-9]*: verification error .*(chunk of rank 1)" <<<"$out"; then
-	tap_ok "an allgather corruption: #wrong 1, FAILED, exit 1"
-else
-	tap_fail "an allgather corruption" "exit $rc" "$out"
-fi
+corrupted "an allgather corruption: #wrong 1, FAILED, exit 1" 0 \
+	'$9 == 1 && $13 == 0' \
+	"nproxy-run: rank 0: allgather 1024 B iteration [0-9]*: verification error .*(chunk of rank 1)" \
+	"$AG" -b 1K -e 1K -g 2 -n 2
 
 # ---- a type or op that does not exist
 out1=$(run "$AR" -g 2 -d float8)

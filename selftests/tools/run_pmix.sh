@@ -31,6 +31,20 @@ json_check() {
 	python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(0 if eval(sys.argv[2]) else 1)' "$1" "$2" 2>/dev/null
 }
 
+# json_case NAME DESC PYTHON-EXPRESSION-ON-d CMD...: one result: CMD, its
+# stdout in $tmp/NAME and stderr in $tmp/NAME.err, exits 0 and its JSON holds.
+json_case() {
+	local name=$1 desc=$2 expr=$3 rc
+	shift 3
+	"$@" >"$tmp/$name" 2>"$tmp/$name.err"
+	rc=$?
+	if ((rc == 0)) && json_check "$tmp/$name" "$expr"; then
+		tap_ok "$desc"
+	else
+		tap_fail "$desc" "exit $rc" "$(cat "$tmp/$name" "$tmp/$name.err")"
+	fi
+}
+
 tap_plan 7
 
 # ---- Open MPI's mpirun: PMIx server in the launcher
@@ -57,26 +71,15 @@ else
 		tap_fail "mpirun -np 4 over PMIx, text table" "exit $rc" "$(cat "$tmp/text" "$tmp/text.err")"
 	fi
 
-	"${clean[@]}" NPROXY_HANDSHAKE=memfd timeout 120 mpirun $as_root --oversubscribe -np 4 \
+	json_case json "mpirun -np 4 over PMIx, JSON allreduce: launcher pmix, world 4, verified" \
+		'd["launcher"] == "pmix" and d["world_size"] == 4 and d["procs"] == 4 and all(r["verified"] for r in d["results"])' \
+		"${clean[@]}" NPROXY_HANDSHAKE=memfd timeout 120 mpirun $as_root --oversubscribe -np 4 \
 		-x NPROXY_HANDSHAKE "$RUN" --collective allreduce --size 64K --iters 3 --warmup 1 \
-		--json --timeout 90 >"$tmp/json" 2>"$tmp/json.err"
-	rc=$?
-	if ((rc == 0)) && json_check "$tmp/json" \
-		'd["launcher"] == "pmix" and d["world_size"] == 4 and d["procs"] == 4 and all(r["verified"] for r in d["results"])'; then
-		tap_ok "mpirun -np 4 over PMIx, JSON allreduce: launcher pmix, world 4, verified"
-	else
-		tap_fail "mpirun -np 4 over PMIx, JSON allreduce" "exit $rc" "$(cat "$tmp/json" "$tmp/json.err")"
-	fi
-
-	"${clean[@]}" timeout 120 mpirun $as_root -np 1 "$RUN" --ranks-per-proc 2 --size 4K \
-		--iters 2 --warmup 1 --json --timeout 60 >"$tmp/one" 2>"$tmp/one.err"
-	rc=$?
-	if ((rc == 0)) && json_check "$tmp/one" \
-		'd["launcher"] == "pmix" and d["procs"] == 1 and d["world_size"] == 2 and d["results"][0]["verified"]'; then
-		tap_ok "mpirun -np 1 over PMIx: one process (2 ranks), no root address needed"
-	else
-		tap_fail "mpirun -np 1 over PMIx" "exit $rc" "$(cat "$tmp/one" "$tmp/one.err")"
-	fi
+		--json --timeout 90
+	json_case one "mpirun -np 1 over PMIx: one process (2 ranks), no root address needed" \
+		'd["launcher"] == "pmix" and d["procs"] == 1 and d["world_size"] == 2 and d["results"][0]["verified"]' \
+		"${clean[@]}" timeout 120 mpirun $as_root -np 1 "$RUN" --ranks-per-proc 2 --size 4K \
+		--iters 2 --warmup 1 --json --timeout 60
 fi
 
 # ---- PMIX_* variables whose server is gone: a clear error, no fork

@@ -125,13 +125,8 @@ xargs -r rm -f <"$planted"
 : >"$planted"
 
 plant_next 200
-out=$(timeout 120 "$RUN" --procs 4 --size 4K --iters 3 --warmup 1 --timeout 90 2>&1)
-rc=$?
-if ((rc == 0)); then
-	tap_ok "stale files at the next PIDs, default sweep at open: a 4-rank job runs"
-else
-	tap_fail "stale files at the next PIDs, default sweep at open: a 4-rank job runs" "exit $rc" "$out"
-fi
+tap_check "stale files at the next PIDs, default sweep at open: a 4-rank job runs" \
+	timeout 120 "$RUN" --procs 4 --size 4K --iters 3 --warmup 1 --timeout 90
 xargs -r rm -f <"$planted"
 : >"$planted"
 
@@ -146,11 +141,6 @@ if ((rc == 4)) && [[ -n $victim && -z $left ]]; then
 else
 	tap_fail "killed rank: its shm regions are gone after the job" "exit $rc, victim '$victim', left: $left" "$out"
 fi
-out=$(timeout 120 "$RUN" --procs 2 --size 4K --iters 3 --warmup 1 --timeout 90 2>&1)
-rc=$?
-if ((rc == 0)); then
-	tap_ok "the next job after the killed one runs"
-else
-	tap_fail "the next job after the killed one runs" "exit $rc" "$out"
-fi
+tap_check "the next job after the killed one runs" \
+	timeout 120 "$RUN" --procs 2 --size 4K --iters 3 --warmup 1 --timeout 90
 tap_done

@@ -9,13 +9,8 @@
 tap_use_build nproxy-run
 tap_require_cmd python3 timeout
 
-tmp=$(mktemp -d)
 pid=
-cleanup() {
-	[[ -n $pid ]] && kill -KILL "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+tap_tmpdir_job KILL pid
 export NPROXY_HANDSHAKE=memfd
 unset NPROXY_RANK OMPI_COMM_WORLD_RANK SLURM_PROCID PMIX_RANK PMI_RANK
 

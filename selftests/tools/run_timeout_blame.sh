@@ -22,49 +22,47 @@ export NPROXY_HANDSHAKE=memfd
 unset NPROXY_RANK OMPI_COMM_WORLD_RANK SLURM_PROCID PMIX_RANK PMI_RANK
 tap_plan 5
 
-# run_hang HANG SIZES: the job, its exit status in $rc, stdout/stderr in files.
-run_hang() {
-	NPROXY_TEST_MARK=blame-$$ NPROXY_RUN_HANG=$1 timeout 60 "$RUN" -p 4 -s "$2" -n 5 --timeout 6 \
-		>"$tmp/out" 2>"$tmp/err"
+# blame HANG SIZES DESC EXPECT...: the job with NPROXY_RUN_HANG=HANG over
+# SIZES; one result: it exits 3 and every EXPECT holds.  An EXPECT is
+# "out REGEX" or "err REGEX" (a line of stdout / stderr matches), "err2 REGEX"
+# (at least two lines of stderr do) or "err! REGEX" (none does).
+blame() {
+	local hang=$1 sizes=$2 desc=$3 e kind re ok=1 rc
+	shift 3
+	NPROXY_TEST_MARK=blame-$$ NPROXY_RUN_HANG=$hang timeout 60 "$RUN" -p 4 -s "$sizes" -n 5 \
+		--timeout 6 >"$tmp/out" 2>"$tmp/err"
 	rc=$?
+	((rc == 3)) || ok=0
+	for e; do
+		kind=${e%% *} re=${e#* }
+		case $kind in
+		out) grep -Eq -- "$re" "$tmp/out" || ok=0 ;;
+		err) grep -Eq -- "$re" "$tmp/err" || ok=0 ;;
+		err2) (($(grep -Ec -- "$re" "$tmp/err") >= 2)) || ok=0 ;;
+		err!) ! grep -Eq -- "$re" "$tmp/err" || ok=0 ;;
+		esac
+	done
+	if ((ok)); then
+		tap_ok "$desc"
+	else
+		tap_fail "$desc" "exit $rc" "stdout:" "$(cat "$tmp/out")" "stderr:" "$(cat "$tmp/err")"
+	fi
 }
 
 victims='^nproxy-run:   rank (0|2|3) \(pid [0-9]+\): waiting on rank 1 \(victim\)'
 
-run_hang 1:2:sem 4K
-if ((rc == 3)) &&
-   grep -Eq '^nproxy-run: timeout after 6 s: rank 1 \(pid [0-9]+\) stalled: task NETWORK of op 2 in WAITING_DEVICE_TRIGGER for [0-9.]+ s: stream 0 trigger still 0xFFFFFFFF \(device program at step 0 WAIT_SEM [0-9]+ >= [0-9]+, sem [0-9]+ = 0\)$' "$tmp/err" &&
-   (($(grep -Ec "$victims" "$tmp/err") >= 2)) && ! grep -q 'peer rank 0 .* died' "$tmp/err"; then
-	tap_ok "sem: exit 3, rank 1 stalled with task, trigger word, step and semaphore; the others its victims"
-else
-	tap_fail "sem: exit 3, rank 1 named with the evidence, victims listed" "exit $rc" "$(cat "$tmp/out" "$tmp/err")"
-fi
-
-run_hang 1:2:trigger 4K
-if ((rc == 3)) &&
-   grep -Eq '^nproxy-run: timeout after 6 s: rank 1 \(pid [0-9]+\) stalled: .*WAITING_DEVICE_TRIGGER .*trigger still 0xFFFFFFFF \(device program at step 0 DELAY ' "$tmp/err" &&
-   grep -Eq "$victims" "$tmp/err"; then
-	tap_ok "trigger: exit 3, rank 1 stalled in its device program's DELAY; victims listed"
-else
-	tap_fail "trigger: exit 3, rank 1 stalled in DELAY" "exit $rc" "$(cat "$tmp/out" "$tmp/err")"
-fi
-
-run_hang 1:2:stop 4K
-if ((rc == 3)) &&
-   grep -Eq '^nproxy-run: timeout after 6 s: rank 1 \(pid [0-9]+\) stalled: its process is stopped \(state T\)$' "$tmp/err" &&
-   grep -Eq "$victims|^nproxy-run:   also: rank (0|2|3): op 2 " "$tmp/err"; then
-	tap_ok "stop: exit 3, rank 1's process named as stopped; victims listed"
-else
-	tap_fail "stop: exit 3, rank 1's process named as stopped" "exit $rc" "$(cat "$tmp/out" "$tmp/err")"
-fi
-
-run_hang 1:1:sem 4K,8K
-if ((rc == 3)) && grep -q '^# nproxy-run .*: allgather stopped before its first size finished: timeout (exit 3)$' "$tmp/out" &&
-   grep -Eq '^# timeout after 6 s: rank 1 \(pid [0-9]+\) stalled' "$tmp/out"; then
-	tap_ok "first size hangs: stdout says the run stopped, why, and names rank 1"
-else
-	tap_fail "first size hangs: stdout says why" "exit $rc" "stdout:" "$(cat "$tmp/out")" "stderr:" "$(cat "$tmp/err")"
-fi
+blame 1:2:sem 4K "sem: exit 3, rank 1 stalled with task, trigger word, step and semaphore; the others its victims" \
+	'err ^nproxy-run: timeout after 6 s: rank 1 \(pid [0-9]+\) stalled: task NETWORK of op 2 in WAITING_DEVICE_TRIGGER for [0-9.]+ s: stream 0 trigger still 0xFFFFFFFF \(device program at step 0 WAIT_SEM [0-9]+ >= [0-9]+, sem [0-9]+ = 0\)$' \
+	"err2 $victims" 'err! peer rank 0 .* died'
+blame 1:2:trigger 4K "trigger: exit 3, rank 1 stalled in its device program's DELAY; victims listed" \
+	'err ^nproxy-run: timeout after 6 s: rank 1 \(pid [0-9]+\) stalled: .*WAITING_DEVICE_TRIGGER .*trigger still 0xFFFFFFFF \(device program at step 0 DELAY ' \
+	"err $victims"
+blame 1:2:stop 4K "stop: exit 3, rank 1's process named as stopped; victims listed" \
+	'err ^nproxy-run: timeout after 6 s: rank 1 \(pid [0-9]+\) stalled: its process is stopped \(state T\)$' \
+	"err $victims|^nproxy-run:   also: rank (0|2|3): op 2 "
+blame 1:1:sem 4K,8K "first size hangs: stdout says the run stopped, why, and names rank 1" \
+	'out ^# nproxy-run .*: allgather stopped before its first size finished: timeout \(exit 3\)$' \
+	'out ^# timeout after 6 s: rank 1 \(pid [0-9]+\) stalled'
 
 sleep 0.3
 left=
