@@ -6,12 +6,16 @@
 # one behaviour the module promises), boots the VM once, loads each mutant in
 # turn and runs the selftest program that must catch it.  A mutant
 # "survives" when that program passes; the script then exits 1.
+# These are hand-written behaviour removals, each with the program meant
+# to catch it (the module's scripts/mutation.py --regression); the
+# systematic one-token mutants of every kmod/ file are `make mutation-kmod`
+# (scripts/mutation-kmod).
 #
 #   kmod/mutation-check.sh        (after `make`: needs build/selftests/vm/kmod-*)
 #   MUTANTS="no-fault-handler ..." kmod/mutation-check.sh   (only those)
 #
-# Not part of `make check` (it takes one extra VM boot and ~11 module
-# builds).  Removing a file's .owner is not listed: the unload test catches
+# Not part of `make check` (it takes one extra VM boot and a module
+# build per entry).  Removing a file's .owner is not listed: the unload test catches
 # it, but the guest then oopses on the next close, by design of the bug.
 set -euo pipefail
 
@@ -37,6 +41,9 @@ mutants=(
 	"no-fault-handler#region.c#s/\t\.fault = nproxy_region_fault,\n//#kmod-mmap"
 	"dump-takes-region-id#netlink.c#s/if \(info->attrs && info->attrs\[NPROXY_A_REGION_ID\]\)/if (0)/#kmod-netlink"
 	"fault-injection-inert#fault.c#s/\tatomic64_inc\(&nproxy_faults_injected\);\n\treturn true;/\treturn false;/#kmod-fault"
+	"submit-acts-then-faults#dev.c#s/if \(\(dir & _IOC_READ\) && copy_to_user\(uarg, karg, ksize\)\)\n\t\t\treturn -EFAULT;//#kmod-prog"
+	"collect-consumes-on-failed-copy#prog.c#s/\tif \(copied\) \{/\tif (true) {/#kmod-prog"
+	"dynamic-minor#nproxy_priv.h#s/NPROXY_MISC_MINOR\t249/NPROXY_MISC_MINOR\tMISC_DYNAMIC_MINOR/#kmod-device"
 )
 if [[ -n ${MUTANTS:-} ]]; then
 	chosen=()
