@@ -194,8 +194,9 @@ TEST_F(prog, poll_wakes_on_completion)
 	int ev;
 
 	EXPECT_EQ(0, np_poll(self->rfd, POLLIN, 0));
-	ASSERT_EQ(0, np_submit(self->rfd, steps, 2, NULL));
+	/* Before the submit: the DELAY may start before the ioctl returns. */
 	t0 = np_now_ns();
+	ASSERT_EQ(0, np_submit(self->rfd, steps, 2, NULL));
 	EXPECT_EQ(0, np_poll(self->rfd, POLLIN, 0));
 	ev = np_poll(self->rfd, POLLIN, 5000);
 	waited = np_now_ns() - t0;
