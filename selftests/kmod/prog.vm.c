@@ -259,17 +259,25 @@ TEST_F(prog, sem_inc_ioctl_advances_wait)
 	EXPECT_EQ(NPROXY_PROG_DONE, res.state);
 }
 
+/*
+ * SIGNAL_EVENT wakes a poll() already sleeping for POLLPRI (the DELAY
+ * first lets it fall asleep), and POLLPRI stays set until the collect.
+ */
 TEST_F(prog, signal_event_sets_pollpri_until_collect)
 {
 	struct nproxy_prog_step steps[] = {
+		np_step(NPROXY_STEP_DELAY, 0, 0, 200 * NP_MS),
 		np_step(NPROXY_STEP_SIGNAL_EVENT, 0, 77, 0),
 		np_step(NPROXY_STEP_WAIT_SEM, 0, 1, 10000 * NP_MS),
 	};
 	struct nproxy_prog_result res;
+	uint64_t t0;
 	int ev;
 
-	ASSERT_EQ(0, np_submit(self->rfd, steps, 2, NULL));
+	ASSERT_EQ(0, np_submit(self->rfd, steps, 3, NULL));
+	t0 = np_now_ns();
 	ev = np_poll(self->rfd, POLLPRI, 5000);
+	EXPECT_LT(np_now_ns() - t0, 4000 * NP_MS);	/* woken, not timed out */
 	EXPECT_TRUE(ev & POLLPRI);
 	EXPECT_FALSE(ev & POLLIN);	/* still waiting on the semaphore */
 	EXPECT_EQ(1, self->info->events_signalled);
