@@ -7,9 +7,9 @@
 # turn and runs the selftest program that must catch it.  A mutant
 # "survives" when that program passes; the script then exits 1.
 # These are hand-written behaviour removals, each with the program meant
-# to catch it (the module's scripts/mutation.py --regression); the
-# systematic one-token mutants of every kmod/ file are `make mutation-kmod`
-# (scripts/mutation-kmod).
+# to catch it (what scripts/mutation.py --regression is for the library);
+# the systematic one-token mutants of every kmod/ file are
+# `make mutation-kmod` (scripts/mutation-kmod).
 #
 #   kmod/mutation-check.sh        (after `make`: needs build/selftests/vm/kmod-*)
 #   MUTANTS="no-fault-handler ..." kmod/mutation-check.sh   (only those)
