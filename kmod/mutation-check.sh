@@ -58,16 +58,21 @@ fi
 for m in "${mutants[@]}"; do
 	IFS='#' read -r name file expr test <<<"$m"
 	[[ -x $vm/$test ]] || { echo "mutation-check: $vm/$test missing (run make)" >&2; exit 1; }
+	# The checkout's layout, as kmod/Kbuild expects it: ../VERSION and
+	# ../include/uapi beside kmod/.
 	d=$work/$name
-	mkdir -p "$d/uapi/linux"
-	cp "$top"/kmod/*.c "$top"/kmod/*.h "$top"/kmod/Kbuild "$d/"
-	cp "$top/include/uapi/linux/nproxy.h" "$d/uapi/linux/"
-	perl -0pi -e "$expr" "$d/$file"
-	if cmp -s "$d/$file" "$top/kmod/$file"; then
+	mkdir -p "$d/kmod" "$d/include/uapi/linux"
+	for f in "$top"/kmod/*.c "$top"/kmod/*.h "$top"/kmod/Kbuild; do
+		[[ $f == *.mod.c ]] || cp "$f" "$d/kmod/"
+	done
+	cp "$top/include/uapi/linux/nproxy.h" "$d/include/uapi/linux/"
+	cp "$top/VERSION" "$d/"
+	perl -0pi -e "$expr" "$d/kmod/$file"
+	if cmp -s "$d/kmod/$file" "$top/kmod/$file"; then
 		echo "mutation-check: $name: the mutation no longer applies to kmod/$file" >&2
 		exit 1
 	fi
-	make -s -C "$KDIR" M="$d" modules >"$d/build.log" 2>&1 ||
+	make -s -C "$KDIR" M="$d/kmod" modules >"$d/build.log" 2>&1 ||
 		{ echo "mutation-check: $name does not build:"; cat "$d/build.log"; exit 1; } >&2
 	echo "built mutant $name"
 done
@@ -78,8 +83,8 @@ guest=$work/guest.sh
 	for m in "${mutants[@]}"; do
 		IFS='#' read -r name file expr test <<<"$m"
 		cat <<EOF
-if insmod $work/$name/nproxy.ko; then
-	if NPROXY_KMOD=$work/$name/nproxy.ko $vm/$test >$work/$name/test.log 2>&1; then
+if insmod $work/$name/kmod/nproxy.ko; then
+	if NPROXY_KMOD=$work/$name/kmod/nproxy.ko $vm/$test >$work/$name/test.log 2>&1; then
 		echo "MUTANT $name: SURVIVED ($test passed)"
 	else
 		echo "MUTANT $name: caught by $test: \$(grep '^not ok' $work/$name/test.log | sed 's/^not ok [0-9]* //' | tr '\n' ' ')"
