@@ -26,6 +26,9 @@
 #   make mutation     mutants of lib/ and include/nproxy/ against the tests
 #                     (scripts/mutation.py: MUTATION_FILES, MUTATION_LIMIT,
 #                     MUTATION_SEED, MUTATION_JOBS): build/mutation/report.md
+#   make mutation-kmod  mutants of kmod/, each module booted in the VM against
+#                     the kmod selftests (scripts/mutation-kmod, the same
+#                     variables): build/mutation-kmod/report.md
 #   make clean
 #
 # Userspace outputs go to $(O) (build/, or build-$(SAN)/ with SAN=asan|tsan);
@@ -77,7 +80,7 @@ CHECK_AREAS ?= $(TEST_AREAS)
 
 .DEFAULT_GOAL := all
 .PHONY: all lib tools test-support selftests bench-build module module-required deps run \
-	check check-host check-scale check-valgrind mutation bench install uninstall clean lint lint-lib lint-tools long-functions checkpatch sparse words asan tsan fuzz help
+	check check-host check-scale check-valgrind mutation mutation-kmod bench install uninstall clean lint lint-lib lint-tools long-functions checkpatch sparse words asan tsan fuzz help
 
 all: lib tools selftests bench-build $(if $(SAN),,module)
 
@@ -169,6 +172,12 @@ MUTATION_JOBS ?= 2
 mutation:
 	+@$(SUBMAKE) lib selftests
 	@$(TOP)/scripts/mutation.py -j $(MUTATION_JOBS)
+
+# Not part of check either: a module build per mutant, a VM boot per
+# MUTATION_KMOD_BATCH of them; nice 19, the VM is CPU heavy.
+mutation-kmod:
+	+@$(SUBMAKE) lib selftests && $(SUBMAKE) module-required
+	@nice -n 19 $(TOP)/scripts/mutation-kmod -j $(MUTATION_JOBS)
 
 # selftests/kmod/fuzz.vm.c alone in one VM boot (make check runs it with
 # 100000 operations).  The bound scales with the operations: about 1700/s

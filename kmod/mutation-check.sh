@@ -6,12 +6,16 @@
 # one behaviour the module promises), boots the VM once, loads each mutant in
 # turn and runs the selftest program that must catch it.  A mutant
 # "survives" when that program passes; the script then exits 1.
+# These are hand-written behaviour removals, each with the program meant
+# to catch it (what scripts/mutation.py --regression is for the library);
+# the systematic one-token mutants of every kmod/ file are
+# `make mutation-kmod` (scripts/mutation-kmod).
 #
 #   kmod/mutation-check.sh        (after `make`: needs build/selftests/vm/kmod-*)
 #   MUTANTS="no-fault-handler ..." kmod/mutation-check.sh   (only those)
 #
-# Not part of `make check` (it takes one extra VM boot and ~11 module
-# builds).  Removing a file's .owner is not listed: the unload test catches
+# Not part of `make check` (it takes one extra VM boot and a module
+# build per entry).  Removing a file's .owner is not listed: the unload test catches
 # it, but the guest then oopses on the next close, by design of the bug.
 set -euo pipefail
 
@@ -37,6 +41,9 @@ mutants=(
 	"no-fault-handler#region.c#s/\t\.fault = nproxy_region_fault,\n//#kmod-mmap"
 	"dump-takes-region-id#netlink.c#s/if \(info->attrs && info->attrs\[NPROXY_A_REGION_ID\]\)/if (0)/#kmod-netlink"
 	"fault-injection-inert#fault.c#s/\tatomic64_inc\(&nproxy_faults_injected\);\n\treturn true;/\treturn false;/#kmod-fault"
+	"submit-acts-then-faults#dev.c#s/if \(\(dir & _IOC_READ\) && copy_to_user\(uarg, karg, ksize\)\)\n\t\t\treturn -EFAULT;//#kmod-prog"
+	"collect-consumes-on-failed-copy#prog.c#s/\tif \(copied\) \{/\tif (true) {/#kmod-prog"
+	"dynamic-minor#nproxy_priv.h#s/NPROXY_MISC_MINOR\t249/NPROXY_MISC_MINOR\tMISC_DYNAMIC_MINOR/#kmod-device"
 )
 if [[ -n ${MUTANTS:-} ]]; then
 	chosen=()
@@ -51,16 +58,21 @@ fi
 for m in "${mutants[@]}"; do
 	IFS='#' read -r name file expr test <<<"$m"
 	[[ -x $vm/$test ]] || { echo "mutation-check: $vm/$test missing (run make)" >&2; exit 1; }
+	# The checkout's layout, as kmod/Kbuild expects it: ../VERSION and
+	# ../include/uapi beside kmod/.
 	d=$work/$name
-	mkdir -p "$d/uapi/linux"
-	cp "$top"/kmod/*.c "$top"/kmod/*.h "$top"/kmod/Kbuild "$d/"
-	cp "$top/include/uapi/linux/nproxy.h" "$d/uapi/linux/"
-	perl -0pi -e "$expr" "$d/$file"
-	if cmp -s "$d/$file" "$top/kmod/$file"; then
+	mkdir -p "$d/kmod" "$d/include/uapi/linux"
+	for f in "$top"/kmod/*.c "$top"/kmod/*.h "$top"/kmod/Kbuild; do
+		[[ $f == *.mod.c ]] || cp "$f" "$d/kmod/"
+	done
+	cp "$top/include/uapi/linux/nproxy.h" "$d/include/uapi/linux/"
+	cp "$top/VERSION" "$d/"
+	perl -0pi -e "$expr" "$d/kmod/$file"
+	if cmp -s "$d/kmod/$file" "$top/kmod/$file"; then
 		echo "mutation-check: $name: the mutation no longer applies to kmod/$file" >&2
 		exit 1
 	fi
-	make -s -C "$KDIR" M="$d" modules >"$d/build.log" 2>&1 ||
+	make -s -C "$KDIR" M="$d/kmod" modules >"$d/build.log" 2>&1 ||
 		{ echo "mutation-check: $name does not build:"; cat "$d/build.log"; exit 1; } >&2
 	echo "built mutant $name"
 done
@@ -71,8 +83,8 @@ guest=$work/guest.sh
 	for m in "${mutants[@]}"; do
 		IFS='#' read -r name file expr test <<<"$m"
 		cat <<EOF
-if insmod $work/$name/nproxy.ko; then
-	if NPROXY_KMOD=$work/$name/nproxy.ko $vm/$test >$work/$name/test.log 2>&1; then
+if insmod $work/$name/kmod/nproxy.ko; then
+	if NPROXY_KMOD=$work/$name/kmod/nproxy.ko $vm/$test >$work/$name/test.log 2>&1; then
 		echo "MUTANT $name: SURVIVED ($test passed)"
 	else
 		echo "MUTANT $name: caught by $test: \$(grep '^not ok' $work/$name/test.log | sed 's/^not ok [0-9]* //' | tr '\n' ' ')"

@@ -177,8 +177,13 @@ def statement_end(toks, i):
     return None
 
 
-def generate(path, src):
-    """Every mutant of one file: dicts with start/end byte range and new text."""
+ERRNO_SWAP = "EINVAL"
+
+
+def generate(path, src, errno_op=False):
+    """Every mutant of one file: dicts with start/end byte range and new text.
+    errno_op: also each returned or assigned -E* becomes another errno
+    (-EINVAL, or -EPERM for -EINVAL): kernel code, whose errors are errnos."""
     toks = tokenize(src)
     muts = []
 
@@ -212,6 +217,10 @@ def generate(path, src):
             else:
                 add("const", t.start, t.end, n, "%s -> %s" % (t.text, n))
         elif t.kind == "id" and in_func[i] and not t.pp:
+            if (errno_op and prev == "-" and re.fullmatch(r"E[A-Z0-9]+", t.text) and
+                    i >= 2 and toks[i - 2].text in ("return", "=", "(", ",", "?", ":")):
+                new = "EPERM" if t.text == ERRNO_SWAP else ERRNO_SWAP
+                add("errno", t.start, t.end, new, "-%s -> -%s" % (t.text, new))
             if prev == "return" and toks[i + 1].text == ";":
                 swap = {"true": "false", "false": "true", "NPROXY_SUCCESS": "NPROXY_FAILURE"}.get(t.text)
                 if swap is None and t.text.startswith("NPROXY_") and t.text.isupper():
@@ -601,15 +610,15 @@ def pct_text(pct):
     return "n/a" if pct is None else "%.1f %%" % pct
 
 
-def write_report(results, meta):
-    os.makedirs(OUT, exist_ok=True)
-    with open(os.path.join(OUT, "results.json"), "w") as fh:
+def write_report(results, meta, out=OUT, title="libnproxy mutation report", notes=()):
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "results.json"), "w") as fh:
         json.dump({"meta": meta, "mutants": results}, fh, indent=1)
     subs = sorted({r["subsystem"] for r in results})
-    lines = ["# libnproxy mutation report", "",
+    lines = ["# " + title, "",
              "%(generated)d mutants generated over %(files)d files; %(run)d run "
              "(MUTATION_LIMIT=%(limit)s MUTATION_SEED=%(seed)s), %(seconds)d s "
-             "(%(cached)d from the cache)." % meta, "",
+             "(%(cached)d from the cache)." % meta, ""] + list(notes) + [
              "| subsystem | run | killed | survived | equivalent | identical object | stillborn | score |",
              "|---|---|---|---|---|---|---|---|"]
     for s in subs + ["all"]:
@@ -640,7 +649,7 @@ def write_report(results, meta):
         lines += ["## Equivalent (listed)", ""]
         lines += ["- %s:%d %s (`%s`): %s" % (r["file"], r["line"], r["what"], r["id"], r["by"])
                   for r in eq]
-    with open(os.path.join(OUT, "report.md"), "w") as fh:
+    with open(os.path.join(out, "report.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
 
 

@@ -190,7 +190,10 @@ TEST_F(dev, dev_mode_param_shown_in_octal)
 	EXPECT_EQ(-EACCES, write_param("dev_mode", "0666"));
 }
 
-/* sem_poll_ns is bounded, and GET_INFO reports the value in force. */
+/*
+ * sem_poll_ns is bounded to 1000..10000000, both ends included, and
+ * GET_INFO reports the value in force.
+ */
 TEST_F(dev, sem_poll_ns_param_bounded_and_reported)
 {
 	struct nproxy_info info;
@@ -199,6 +202,10 @@ TEST_F(dev, sem_poll_ns_param_bounded_and_reported)
 	ASSERT_EQ(0, read_param("sem_poll_ns", old, sizeof(old)));
 	EXPECT_EQ(-EINVAL, write_param("sem_poll_ns", "999"));
 	EXPECT_EQ(-EINVAL, write_param("sem_poll_ns", "10000001"));
+	EXPECT_EQ(0, write_param("sem_poll_ns", "1000"));
+	EXPECT_EQ(0, write_param("sem_poll_ns", "10000000"));
+	ASSERT_EQ(0, ioctl(self->dev, NPROXY_IOC_GET_INFO, &info));
+	EXPECT_EQ(10000000, info.sem_poll_ns);
 	ASSERT_EQ(0, write_param("sem_poll_ns", "5000"));
 	ASSERT_EQ(0, ioctl(self->dev, NPROXY_IOC_GET_INFO, &info));
 	EXPECT_EQ(5000, info.sem_poll_ns);

@@ -95,6 +95,30 @@ TEST_F(fault, knob_refuses_out_of_range)
 	EXPECT_EQ(0, np_read_ll(NP_DEBUGFS "fail_region_alloc"));
 }
 
+/*
+ * A knob at 0 is disarmed: calls pass it without failing and without
+ * counting it below 0 (it reads 0 after a region creation's eight
+ * allocations and a submission).
+ */
+TEST_F(fault, disarmed_knob_stays_zero)
+{
+	struct nproxy_prog_step step = np_step(NPROXY_STEP_INC_SEM, 0, 1, 0);
+	long long injected = np_read_ll(NP_DEBUGFS "faults_injected");
+	struct nproxy_prog_result res;
+	int rfd;
+
+	ASSERT_EQ(0, knob_write(NP_DEBUGFS "fail_region_alloc", 0));
+	ASSERT_EQ(0, knob_write(NP_DEBUGFS "fail_prog_submit", 0));
+	rfd = np_create(self->dev, 2, 4);
+	ASSERT_LE(0, rfd);
+	ASSERT_EQ(0, np_submit(rfd, &step, 1, NULL));
+	ASSERT_EQ(0, np_wait_collect(rfd, 5000, &res));
+	EXPECT_EQ(0, np_read_ll(NP_DEBUGFS "fail_region_alloc"));
+	EXPECT_EQ(0, np_read_ll(NP_DEBUGFS "fail_prog_submit"));
+	EXPECT_EQ(injected, np_read_ll(NP_DEBUGFS "faults_injected"));
+	close(rfd);
+}
+
 /* The 2nd submission fails with ENOMEM and changes nothing; the next works. */
 TEST_F(fault, prog_submission_fails_cleanly)
 {

@@ -411,21 +411,29 @@ TEST_F(nl, listener_receives_events)
 	memset(&ev, 0, sizeof(ev));
 	listen_events(sk, &ev, 7, 5000);
 
+	/* Each event carries its own attributes and no others. */
 	i = find_event(&ev, NPROXY_EVENT_REGION_CREATED, st.region_id);
 	ASSERT_LE(0, i);
 	EXPECT_EQ(3, A(&ev, i, NPROXY_A_RANK));
 	EXPECT_EQ(7, A(&ev, i, NPROXY_A_GID));
+	EXPECT_FALSE(ev.attr[i][NPROXY_A_STREAM].present);
+	EXPECT_FALSE(ev.attr[i][NPROXY_A_VALUE].present);
+	EXPECT_FALSE(ev.attr[i][NPROXY_A_PROG_SEQ].present);
 	i = find_event(&ev, NPROXY_EVENT_TRIGGER_WRITTEN, st.region_id);
 	ASSERT_LE(0, i);
 	EXPECT_EQ(1, A(&ev, i, NPROXY_A_STREAM));
 	EXPECT_EQ(0xabc, A(&ev, i, NPROXY_A_VALUE));
+	EXPECT_FALSE(ev.attr[i][NPROXY_A_PROG_SEQ].present);
 	i = find_event(&ev, NPROXY_EVENT_SIGNAL, st.region_id);
 	ASSERT_LE(0, i);
 	EXPECT_EQ(55, A(&ev, i, NPROXY_A_VALUE));
+	EXPECT_FALSE(ev.attr[i][NPROXY_A_STREAM].present);
 	i = find_event(&ev, NPROXY_EVENT_PROG_DONE, st.region_id);
 	ASSERT_LE(0, i);
 	EXPECT_EQ(seq1, A(&ev, i, NPROXY_A_PROG_SEQ));
 	EXPECT_EQ(NPROXY_PROG_DONE, A(&ev, i, NPROXY_A_PROG_STATE));
+	EXPECT_FALSE(ev.attr[i][NPROXY_A_STREAM].present);
+	EXPECT_FALSE(ev.attr[i][NPROXY_A_VALUE].present);
 	i = find_event(&ev, NPROXY_EVENT_PROG_TIMEDOUT, st.region_id);
 	ASSERT_LE(0, i);
 	EXPECT_EQ(seq2, A(&ev, i, NPROXY_A_PROG_SEQ));

@@ -4,7 +4,10 @@
  * wait on semaphores advanced by another process's mapping, time out,
  * signal, get cancelled; poll() readiness; collect; and every bad program.
  */
+#include <pthread.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <linux/userfaultfd.h>
 
 #include "kselftest_harness.h"
 #include "kmod_util.h"
@@ -191,8 +194,9 @@ TEST_F(prog, poll_wakes_on_completion)
 	int ev;
 
 	EXPECT_EQ(0, np_poll(self->rfd, POLLIN, 0));
-	ASSERT_EQ(0, np_submit(self->rfd, steps, 2, NULL));
+	/* Before the submit: the DELAY may start before the ioctl returns. */
 	t0 = np_now_ns();
+	ASSERT_EQ(0, np_submit(self->rfd, steps, 2, NULL));
 	EXPECT_EQ(0, np_poll(self->rfd, POLLIN, 0));
 	ev = np_poll(self->rfd, POLLIN, 5000);
 	waited = np_now_ns() - t0;
@@ -255,17 +259,25 @@ TEST_F(prog, sem_inc_ioctl_advances_wait)
 	EXPECT_EQ(NPROXY_PROG_DONE, res.state);
 }
 
+/*
+ * SIGNAL_EVENT wakes a poll() already sleeping for POLLPRI (the DELAY
+ * first lets it fall asleep), and POLLPRI stays set until the collect.
+ */
 TEST_F(prog, signal_event_sets_pollpri_until_collect)
 {
 	struct nproxy_prog_step steps[] = {
+		np_step(NPROXY_STEP_DELAY, 0, 0, 200 * NP_MS),
 		np_step(NPROXY_STEP_SIGNAL_EVENT, 0, 77, 0),
 		np_step(NPROXY_STEP_WAIT_SEM, 0, 1, 10000 * NP_MS),
 	};
 	struct nproxy_prog_result res;
+	uint64_t t0;
 	int ev;
 
-	ASSERT_EQ(0, np_submit(self->rfd, steps, 2, NULL));
+	ASSERT_EQ(0, np_submit(self->rfd, steps, 3, NULL));
+	t0 = np_now_ns();
 	ev = np_poll(self->rfd, POLLPRI, 5000);
+	EXPECT_LT(np_now_ns() - t0, 4000 * NP_MS);	/* woken, not timed out */
 	EXPECT_TRUE(ev & POLLPRI);
 	EXPECT_FALSE(ev & POLLIN);	/* still waiting on the semaphore */
 	EXPECT_EQ(1, self->info->events_signalled);
@@ -482,6 +494,110 @@ TEST_F(prog, submit_read_only_struct_not_queued)
 	ASSERT_EQ(0, np_wait_collect(self->rfd, 5000, &res));
 	EXPECT_EQ(1, np_load_acquire64(&self->sems[0]));
 	munmap(ro, np_page_size());
+}
+
+struct collect_call {
+	int rfd;
+	struct nproxy_prog_result *res;
+	int ret;
+	int err;
+};
+
+static void *collect_call_run(void *arg)
+{
+	struct collect_call *c = arg;
+
+	c->ret = ioctl(c->rfd, NPROXY_IOC_COLLECT_PROG, c->res);
+	c->err = errno;
+	return NULL;
+}
+
+static int uffd_protect(int uffd, void *addr, size_t len, int on)
+{
+	struct uffdio_writeprotect wp = {
+		.range = { .start = (uintptr_t)addr, .len = len },
+		.mode = on ? UFFDIO_WRITEPROTECT_MODE_WP : 0,
+	};
+
+	return ioctl(uffd, UFFDIO_WRITEPROTECT, &wp);
+}
+
+/* The page of the next write-protect fault, or 0 after timeout_ms. */
+static uintptr_t uffd_next_fault_page(int uffd, int timeout_ms)
+{
+	struct uffd_msg msg;
+
+	if (!(np_poll(uffd, POLLIN, timeout_ms) & POLLIN) ||
+	    read(uffd, &msg, sizeof(msg)) != sizeof(msg) ||
+	    msg.event != UFFD_EVENT_PAGEFAULT)
+		return 0;
+	return msg.arg.pagefault.address & ~((uintptr_t)np_page_size() - 1);
+}
+
+/*
+ * A COLLECT whose buffer passes the zeroing before the command but cannot
+ * take the result afterwards (made read-only in between) is EFAULT and
+ * consumes nothing: the info page still says DONE and the next COLLECT
+ * gets the result.  The result struct straddles two pages under
+ * userfaultfd write-protection, which stops the collecting thread at its
+ * two writes: the zeroing faults on the second page, the copy-out of the
+ * result on the first.
+ */
+TEST_F(prog, collect_copy_out_fault_keeps_result)
+{
+	struct nproxy_prog_step step = np_step(NPROXY_STEP_INC_SEM, 0, 1, 0);
+	struct uffdio_api api = { .api = UFFD_API, .features = UFFD_FEATURE_PAGEFAULT_FLAG_WP };
+	struct uffdio_register reg = { .mode = UFFDIO_REGISTER_MODE_WP };
+	struct uffdio_range wake;
+	struct nproxy_prog_result res;
+	struct collect_call call;
+	long ps = np_page_size();
+	pthread_t th;
+	char *buf;
+	int uffd;
+
+	uffd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (uffd < 0)
+		NP_SKIP("userfaultfd: %s (needed to fault between the two writes)", strerror(errno));
+	if (ioctl(uffd, UFFDIO_API, &api) || !(api.features & UFFD_FEATURE_PAGEFAULT_FLAG_WP))
+		NP_SKIP("userfaultfd write-protection is not supported by this kernel");
+	buf = mmap(NULL, 2 * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, buf);
+	memset(buf, 0xa5, 2 * ps);	/* write-protection applies to present pages */
+	reg.range.start = (uintptr_t)buf;
+	reg.range.len = 2 * ps;
+	ASSERT_EQ(0, ioctl(uffd, UFFDIO_REGISTER, &reg));
+	ASSERT_EQ(0, uffd_protect(uffd, buf + ps, ps, 1));
+
+	ASSERT_EQ(0, np_submit(self->rfd, &step, 1, NULL));
+	ASSERT_TRUE(np_poll(self->rfd, POLLIN, 5000) & POLLIN);
+	call.rfd = self->rfd;
+	call.res = (void *)(buf + ps - sizeof(*call.res) / 2);
+	ASSERT_EQ(0, pthread_create(&th, NULL, collect_call_run, &call));
+
+	/* The zeroing reaches the second page: let it through, stop the first. */
+	EXPECT_EQ((uintptr_t)buf + ps, uffd_next_fault_page(uffd, 10000));
+	EXPECT_EQ(0, uffd_protect(uffd, buf, ps, 1));
+	EXPECT_EQ(0, uffd_protect(uffd, buf + ps, ps, 0));
+	/* The copy-out of the result reaches the first page: make it fail. */
+	EXPECT_EQ((uintptr_t)buf, uffd_next_fault_page(uffd, 10000));
+	EXPECT_EQ(0, mprotect(buf, 2 * ps, PROT_READ));
+	wake.start = (uintptr_t)buf;
+	wake.len = 2 * ps;
+	EXPECT_EQ(0, ioctl(uffd, UFFDIO_WAKE, &wake));
+	ASSERT_EQ(0, pthread_join(th, NULL));
+	EXPECT_EQ(-1, call.ret);
+	EXPECT_EQ(EFAULT, call.err);
+
+	/* Nothing consumed. */
+	EXPECT_EQ(NPROXY_PROG_DONE, __atomic_load_n(&self->info->prog_state, __ATOMIC_ACQUIRE));
+	memset(&res, 0, sizeof(res));
+	ASSERT_EQ(0, ioctl(self->rfd, NPROXY_IOC_COLLECT_PROG, &res));
+	EXPECT_EQ(NPROXY_PROG_DONE, res.state);
+	EXPECT_EQ(1, res.seq);
+	EXPECT_EQ(1, res.steps_done);
+	close(uffd);
+	munmap(buf, 2 * ps);
 }
 
 TEST_HARNESS_MAIN

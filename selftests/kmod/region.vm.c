@@ -347,4 +347,29 @@ TEST_F(region, get_state_bad_pointer_efault)
 	close(rfd);
 }
 
+/*
+ * GET_STATE reports the region's own streams only: a word past n_streams
+ * on the trigger page, which userspace may write, is reported as 0.
+ */
+TEST_F(region, get_state_reports_only_own_streams)
+{
+	int rfd = np_create(self->dev, 3, 1);
+	struct nproxy_region_state st;
+	uint32_t *trig;
+	int i;
+
+	ASSERT_LE(0, rfd);
+	trig = np_map(rfd, NPROXY_OFF_TRIGGERS, PROT_READ | PROT_WRITE);
+	ASSERT_NE(NULL, trig);
+	trig[2] = 0x1234;
+	trig[3] = 0x55;
+	ASSERT_EQ(0, ioctl(rfd, NPROXY_IOC_GET_STATE, &st));
+	EXPECT_EQ(NPROXY_TRIGGER_SENTINEL, st.triggers[0]);
+	EXPECT_EQ(0x1234, st.triggers[2]);
+	for (i = 3; i < NPROXY_MAX_STREAMS; i++)
+		EXPECT_EQ(0, st.triggers[i]);
+	munmap(trig, np_page_size());
+	close(rfd);
+}
+
 TEST_HARNESS_MAIN

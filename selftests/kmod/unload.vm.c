@@ -11,6 +11,7 @@
  */
 #include <limits.h>
 #include <libgen.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 
 #include "kselftest_harness.h"
@@ -40,16 +41,21 @@ static int find_ko(char *path, size_t len)
 	return access(path, R_OK);
 }
 
-static int load_module(const char *path)
+static int load_module_with(const char *path, const char *params)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	int ret;
 
 	if (fd < 0)
 		return -errno;
-	ret = syscall(SYS_finit_module, fd, "", 0) ? -errno : 0;
+	ret = syscall(SYS_finit_module, fd, params, 0) ? -errno : 0;
 	close(fd);
 	return ret;
+}
+
+static int load_module(const char *path)
+{
+	return load_module_with(path, "");
 }
 
 /* Nothing holds the module any more: it unloads, and loads again for what follows. */
@@ -138,6 +144,32 @@ TEST_F(unload, unload_after_closing_running_program)
 	close(dev);
 	EXPECT_EQ(-EWOULDBLOCK, delete_module("nproxy"));
 	close(rfd);
+	expect_unload_and_reload(_metadata, self->ko);
+}
+
+/*
+ * dev_mode is checked when the module loads: permission bits only, never
+ * world-writable, or the load fails with EINVAL; an accepted mode is the
+ * device node's.
+ */
+TEST_F(unload, dev_mode_checked_at_load)
+{
+	static const char *const refused[] = {
+		"dev_mode=0666", "dev_mode=0602", "dev_mode=01600", "dev_mode=010600",
+	};
+	struct stat st;
+	size_t i;
+
+	ASSERT_EQ(0, delete_module("nproxy"));
+	for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		EXPECT_EQ(-EINVAL, load_module_with(self->ko, refused[i])) {
+			TH_LOG("%s", refused[i]);
+			delete_module("nproxy");
+		}
+	}
+	ASSERT_EQ(0, load_module_with(self->ko, "dev_mode=0660"));
+	ASSERT_EQ(0, stat(NP_DEV_PATH, &st));
+	EXPECT_EQ(0660, st.st_mode & 07777);
 	expect_unload_and_reload(_metadata, self->ko);
 }
 
