@@ -158,7 +158,8 @@ fi
 stop_job
 
 # ---- no hang: a healthy job; top lists its ranks
-NPROXY_RUN_HANG= "$RUN" --procs 2 --size 4K --iters 100000 --warmup 0 --timeout 90 \
+# Long enough to outlast every check below (stop_job ends it).
+NPROXY_RUN_HANG= "$RUN" --procs 2 --size 4K --iters 1000000 --warmup 0 --timeout 90 \
 	>"$tmp/job.out" 2>&1 &
 job=$!
 found=
