@@ -275,14 +275,10 @@ out:
 	return st;
 }
 
-NPROXY_API enum nproxy_status nproxy_net_open(const struct nproxy_net_opts *opts,
-					      struct nproxy_net **out)
+/* An open's arguments; a refusal is this thread's nproxy_net_strerror(NULL). */
+static enum nproxy_status check_open_args(const struct nproxy_net_opts *opts,
+					  struct nproxy_net **out)
 {
-	struct nproxy_net *net;
-	struct net_xchg x = { 0 };
-	enum nproxy_status st;
-	bool all_local = true;
-
 	npx_err_clear_open(NPX_ERR_NET);
 	if (!out)
 		return npx_err_set(NULL, NPX_ERR_NET, NPROXY_LOG_ERROR, NPROXY_INVALID, NULL,
@@ -298,6 +294,20 @@ NPROXY_API enum nproxy_status nproxy_net_open(const struct nproxy_net_opts *opts
 				   "nproxy_net_open: bad options (rank %u of %u, comm %u, timeouts %u/%u ms of at most %u)",
 				   opts->rank, opts->n_ranks, opts->comm_id, opts->timeout_ms,
 				   opts->rdzv_timeout_ms, NET_MAX_TIMEOUT_MS);
+	return NPROXY_SUCCESS;
+}
+
+NPROXY_API enum nproxy_status nproxy_net_open(const struct nproxy_net_opts *opts,
+					      struct nproxy_net **out)
+{
+	struct nproxy_net *net;
+	struct net_xchg x = { 0 };
+	enum nproxy_status st;
+	bool all_local = true;
+
+	st = check_open_args(opts, out);
+	if (st != NPROXY_SUCCESS)
+		return st;
 	net = calloc(1, sizeof(*net));
 	if (!net)
 		return npx_err_set(NULL, NPX_ERR_NET, NPROXY_LOG_ERROR, NPROXY_RESOURCE, NULL,
