@@ -162,9 +162,10 @@ NPROXY_API void nproxy_comm_close(struct nproxy_comm *comm);
 NPROXY_API void nproxy_comm_abort(struct nproxy_comm *comm);
 /*
  * Text of this thread's last failed call on comm (enqueue, status, wait),
- * "" when none; nproxy_comm_strerror(NULL): this thread's last failed
- * nproxy_comm_open().  Per thread because producers and consumers of a comm
- * are different threads.  Valid until this thread's next failed call.
+ * else the comm's last failure on any thread, "" when none;
+ * nproxy_comm_strerror(NULL): this thread's last failed nproxy_comm_open().
+ * Producers and consumers of a comm are different threads: each reads back
+ * its own (the error-text rule: <nproxy/status.h>).
  */
 NPROXY_API const char *nproxy_comm_strerror(const struct nproxy_comm *comm);
 
