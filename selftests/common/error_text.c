@@ -14,23 +14,20 @@
 #include <nproxy/log.h>
 #include "common/common_internal.h"
 
-static char last_msg[1024];
-static int n_msgs;
-static enum nproxy_log_level last_level;
+/* What the library logged while a test ran (its sink's argument). */
+struct logged {
+	char last[1024];
+	enum nproxy_log_level level;
+	int n;
+};
 
-static void sink(enum nproxy_log_level level, const char *msg, void *arg)
+static void into(enum nproxy_log_level level, const char *msg, void *arg)
 {
-	(void)arg;
-	snprintf(last_msg, sizeof(last_msg), "%s", msg);
-	last_level = level;
-	n_msgs++;
-}
+	struct logged *l = arg;
 
-static void capture(void)
-{
-	last_msg[0] = 0;
-	n_msgs = 0;
-	nproxy_log_set_sink(sink, NULL);
+	snprintf(l->last, sizeof(l->last), "%s", msg);
+	l->level = level;
+	l->n++;
 }
 
 /* Run fn(arg) on a new thread and wait for it: its failures are another thread's. */
@@ -44,36 +41,38 @@ static void on_thread(void *(*fn)(void *), void *arg)
 
 TEST(set_names_the_object_logs_it_once_and_reads_back)
 {
+	struct logged logs = { .n = 0 };
 	struct npx_errbuf eb = { 0 };
 
-	capture();
+	nproxy_log_set_sink(into, &logs);
 	EXPECT_STREQ("", npx_err_text(&eb, NPX_ERR_NET));
 	EXPECT_EQ((int)NPROXY_TIMEOUT,
 		  (int)npx_err_set(&eb, NPX_ERR_NET, NPROXY_LOG_WARN, NPROXY_TIMEOUT, "net rank 3",
 				   "peer %d gone", 12345));
 	EXPECT_STREQ("net rank 3: peer 12345 gone", npx_err_text(&eb, NPX_ERR_NET));
-	EXPECT_STREQ("net rank 3: peer 12345 gone (NPROXY_TIMEOUT)", last_msg);
-	EXPECT_EQ((int)NPROXY_LOG_WARN, (int)last_level);
-	EXPECT_EQ(1, n_msgs);
+	EXPECT_STREQ("net rank 3: peer 12345 gone (NPROXY_TIMEOUT)", logs.last);
+	EXPECT_EQ((int)NPROXY_LOG_WARN, (int)logs.level);
+	EXPECT_EQ(1, logs.n);
 	/* No status, no name: the text alone; NPX_LOG_NONE: not logged. */
 	npx_err_set(&eb, NPX_ERR_NET, NPROXY_LOG_ERROR, NPROXY_SUCCESS, NULL, "%s", "plain");
-	EXPECT_STREQ("plain", last_msg);
+	EXPECT_STREQ("plain", logs.last);
 	EXPECT_STREQ("plain", npx_err_text(&eb, NPX_ERR_NET));
 	npx_err_set(&eb, NPX_ERR_NET, NPX_LOG_NONE, NPROXY_NOT_FOUND, "comm", "polled");
-	EXPECT_EQ(2, n_msgs);
+	EXPECT_EQ(2, logs.n);
 	EXPECT_STREQ("comm: polled", npx_err_text(&eb, NPX_ERR_NET));
 	nproxy_log_set_sink(NULL, NULL);
 }
 
 TEST(a_long_text_is_terminated_and_truncated)
 {
+	struct logged logs = { .n = 0 };
 	struct npx_errbuf eb = { 0 };
 	char big[2 * NPX_ERR_LEN];
 	const char *t;
 
 	memset(big, 'x', sizeof(big) - 1);
 	big[sizeof(big) - 1] = 0;
-	capture();
+	nproxy_log_set_sink(into, &logs);
 	npx_err_set(&eb, NPX_ERR_HS, NPROXY_LOG_ERROR, NPROXY_SUCCESS, "who", "%s", big);
 	t = npx_err_text(&eb, NPX_ERR_HS);
 	EXPECT_EQ((size_t)NPX_ERR_LEN - 1, strlen(t));
@@ -83,10 +82,11 @@ TEST(a_long_text_is_terminated_and_truncated)
 
 TEST(another_objects_failure_leaves_the_text_alone)
 {
+	struct logged logs = { .n = 0 };
 	struct npx_errbuf a = { 0 }, b = { 0 };
 	const char *ta;
 
-	capture();
+	nproxy_log_set_sink(into, &logs);
 	npx_err_set(&a, NPX_ERR_BP, NPROXY_LOG_ERROR, NPROXY_SUCCESS, "a", "first");
 	ta = npx_err_text(&a, NPX_ERR_BP);
 	npx_err_set(&b, NPX_ERR_BP, NPROXY_LOG_ERROR, NPROXY_SUCCESS, "b", "second");
@@ -99,9 +99,10 @@ TEST(another_objects_failure_leaves_the_text_alone)
 
 TEST(clear_starts_afresh)
 {
+	struct logged logs = { .n = 0 };
 	struct npx_errbuf eb = { 0 };
 
-	capture();
+	nproxy_log_set_sink(into, &logs);
 	npx_err_set(&eb, NPX_ERR_COLL, NPROXY_LOG_ERROR, NPROXY_SUCCESS, "rank 0", "bad op");
 	npx_err_clear(&eb);
 	EXPECT_STREQ("", npx_err_text(&eb, NPX_ERR_COLL));
@@ -130,12 +131,13 @@ static void *fail_on(void *p)
 
 TEST(another_threads_failure_does_not_clobber_this_threads_text)
 {
+	struct logged logs = { .n = 0 };
 	struct npx_errbuf eb = { 0 };
 	struct fail_arg other = { .eb = &eb, .text = "consumer: no such ctx" };
 	struct fail_arg reader = { .eb = &eb };
 	const char *mine;
 
-	capture();
+	nproxy_log_set_sink(into, &logs);
 	npx_err_set(&eb, NPX_ERR_COMM, NPROXY_LOG_ERROR, NPROXY_SUCCESS, NULL, "producer: bad op");
 	mine = npx_err_text(&eb, NPX_ERR_COMM);
 	on_thread(fail_on, &other);
@@ -151,10 +153,11 @@ TEST(another_threads_failure_does_not_clobber_this_threads_text)
 
 TEST(a_library_threads_later_failure_replaces_the_callers_older_text)
 {
+	struct logged logs = { .n = 0 };
 	struct npx_errbuf eb = { 0 };
 	struct fail_arg worker = { .eb = &eb, .text = "worker: peer 2 gone", .library = true };
 
-	capture();
+	nproxy_log_set_sink(into, &logs);
 	npx_err_set(&eb, NPX_ERR_NET, NPROXY_LOG_ERROR, NPROXY_SUCCESS, NULL, "mr_register: empty");
 	on_thread(fail_on, &worker);
 	EXPECT_STREQ("worker: peer 2 gone", npx_err_text(&eb, NPX_ERR_NET));
@@ -180,14 +183,15 @@ static void *fail_open(void *p)
 
 TEST(a_failed_open_is_kept_per_thread_and_per_area)
 {
+	struct logged logs = { .n = 0 };
 	struct open_arg other = { .area = NPX_ERR_RANK };
 	struct npx_errbuf gone = { 0 };
 
-	capture();
+	nproxy_log_set_sink(into, &logs);
 	npx_err_clear_open(NPX_ERR_RANK);
 	npx_err_clear_open(NPX_ERR_BP);
 	npx_err_set(NULL, NPX_ERR_RANK, NPROXY_LOG_ERROR, NPROXY_INVALID, NULL, "rank: open: opts is NULL");
-	EXPECT_STREQ("rank: open: opts is NULL (NPROXY_INVALID)", last_msg);
+	EXPECT_STREQ("rank: open: opts is NULL (NPROXY_INVALID)", logs.last);
 	on_thread(fail_open, &other);
 	/* The other thread saw none of this thread's, and left this one alone. */
 	EXPECT_STREQ("", other.seen);
