@@ -106,9 +106,9 @@ NPROXY_API enum nproxy_status nproxy_bp_barrier_test(struct nproxy_bp *bp, uint6
 NPROXY_API uint64_t nproxy_bp_barrier_next_seq(const struct nproxy_bp *bp);
 
 /*
- * Last error text (names the rank/pid/job involved), "" when none; valid
- * until the next call on that bus.  nproxy_bp_strerror(NULL) is the text of
- * this thread's last failed nproxy_bp_open().
+ * Last error text (names the rank/pid/job involved), "" when none.
+ * nproxy_bp_strerror(NULL) is the text of this thread's last failed
+ * nproxy_bp_open() (the error-text rule: <nproxy/status.h>).
  */
 NPROXY_API const char *nproxy_bp_strerror(const struct nproxy_bp *bp);
 

@@ -154,7 +154,8 @@ NPROXY_API enum nproxy_status nproxy_coll_run(struct nproxy_coll *coll,
  * flight.  NULL coll is a no-op.
  */
 NPROXY_API void nproxy_coll_forget(struct nproxy_coll *coll, const void *buf, size_t len);
-/* Why the last failed call on coll failed, "" when none. */
+/* Why the last failed call on coll failed, "" when none (or after an op
+ * that succeeded).  NULL: this thread's last failed nproxy_coll_open() (the error-text rule: <nproxy/status.h>). */
 NPROXY_API const char *nproxy_coll_strerror(const struct nproxy_coll *coll);
 /* "allgather", "allreduce", "sendrecv", "custom"; NULL if unknown. */
 NPROXY_API const char *nproxy_coll_kind_name(enum nproxy_coll_kind kind);

@@ -105,7 +105,8 @@ NPROXY_API enum nproxy_status nproxy_hs_open(const struct nproxy_hs_opts *opts,
 NPROXY_API void nproxy_hs_close(struct nproxy_hs *hs);
 /*
  * Text of the last failed call on hs (submit, cancel, wait), naming the
- * region and rank; "" when none.  A failed nproxy_hs_open() logs why.
+ * region and rank; "" when none.  NULL: this thread's last failed
+ * nproxy_hs_open() (the error-text rule: <nproxy/status.h>).
  */
 NPROXY_API const char *nproxy_hs_strerror(const struct nproxy_hs *hs);
 

@@ -100,7 +100,8 @@ NPROXY_API uint32_t nproxy_net_rank(const struct nproxy_net *net);
 NPROXY_API uint32_t nproxy_net_size(const struct nproxy_net *net);
 /* "shm", "tcp;ofi_rxm", "efa", ... */
 NPROXY_API const char *nproxy_net_provider(const struct nproxy_net *net);
-/* Text of the last error (names rank, peer, stream, block, op); "" if none. */
+/* Text of the last error (names rank, peer, stream, block, op); "" if none.
+ * NULL: this thread's last failed nproxy_net_open() (the error-text rule: <nproxy/status.h>). */
 NPROXY_API const char *nproxy_net_strerror(const struct nproxy_net *net);
 
 /*
@@ -162,7 +163,8 @@ NPROXY_API enum nproxy_status nproxy_rdzv_allgather(struct nproxy_rdzv *rz, cons
  */
 NPROXY_API void nproxy_rdzv_abort(struct nproxy_rdzv *rz, enum nproxy_status st,
 				  const char *why);
-/* Text of the last error (names the rank and step); "" if none. */
+/* Text of the last error (names the root, rank and step); "" if none.
+ * NULL: this thread's last failed nproxy_rdzv_open() (the error-text rule: <nproxy/status.h>). */
 NPROXY_API const char *nproxy_rdzv_strerror(const struct nproxy_rdzv *rz);
 /* NULL is a no-op. */
 NPROXY_API void nproxy_rdzv_close(struct nproxy_rdzv *rz);

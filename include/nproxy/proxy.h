@@ -162,9 +162,10 @@ NPROXY_API void nproxy_comm_close(struct nproxy_comm *comm);
 NPROXY_API void nproxy_comm_abort(struct nproxy_comm *comm);
 /*
  * Text of this thread's last failed call on comm (enqueue, status, wait),
- * "" when none; nproxy_comm_strerror(NULL): this thread's last failed
- * nproxy_comm_open().  Per thread because producers and consumers of a comm
- * are different threads.  Valid until this thread's next failed call.
+ * else the comm's last failure on any thread, "" when none;
+ * nproxy_comm_strerror(NULL): this thread's last failed nproxy_comm_open().
+ * Producers and consumers of a comm are different threads: each reads back
+ * its own (the error-text rule: <nproxy/status.h>).
  */
 NPROXY_API const char *nproxy_comm_strerror(const struct nproxy_comm *comm);
 
@@ -226,36 +227,50 @@ NPROXY_API enum nproxy_status nproxy_enq_proxy_tasks(struct nproxy_comm *comm,
 						     uint64_t exec_id, uint64_t *ctx_out);
 
 /*
- * Consumer poll, under the status lock only: NPROXY_NOT_FOUND when no such
- * task is published (never enqueued, or already consumed); otherwise
- * NPROXY_SUCCESS with *done and *status (what the worker last published).
- * A done task's status node is erased: the next call fails.
- */
-NPROXY_API enum nproxy_status nproxy_check_status(struct nproxy_comm *comm, uint64_t ctx,
-						  enum nproxy_task_type type, bool *done,
-						  enum nproxy_status *status);
-
-/*
- * nproxy_check_status() that waits up to timeout_ms (0: does not wait) for
- * the task to reach DONE.  When the group's NPROXY_CALLER_DRIVES says so,
+ * The status family: one wait, three names.  Each waits on one task of an
+ * op (its NETWORK or BARRIER task); a whole op is the op verb's
+ * (nproxy_coll_start()/nproxy_coll_wait(), <nproxy/coll.h>), which is
+ * built on nproxy_await_status().  They differ only in how the answer
+ * comes back:
+ *
+ *   nproxy_await_status(comm, ctx, type, timeout_ms, &done, &status)
+ *       the wait itself, up to timeout_ms (0: look once);
+ *   nproxy_check_status(comm, ctx, type, &done, &status)
+ *       = nproxy_await_status(..., 0, ...), libnrt's enc_proxy_check_status;
+ *   nproxy_wait_status(comm, ctx, type, timeout_ms)
+ *       = nproxy_await_status() until done or timeout_ms (0: the comm's
+ *       timeout_ms option), returning the task's status or NPROXY_TIMEOUT,
+ *       libnrt's enc_consume_proxy_task_status.
+ *
+ * nproxy_await_status(): waits up to timeout_ms (0: does not wait) for the
+ * task to reach DONE.  When the group's NPROXY_CALLER_DRIVES says so,
  * the calling thread steps the group itself meanwhile (the worker parks
  * until it returns; idle ticks spin briefly, then park); otherwise it spins
  * for NPROXY_CONSUMER_SPIN_US (default 0), then parks on the status word,
  * which the worker's DONE publish wakes.  Either way, after timeout_ms it
  * returns NPROXY_SUCCESS with *done false and logs nothing: a caller with
  * its own liveness checks loops on it, and the worker finishes the task if
- * nobody waits any more.
- * NPROXY_NOT_FOUND when no such task exists (or another thread consumed it).
+ * nobody waits any more.  When done: NPROXY_SUCCESS, *done true, *status
+ * the task's, and its status node erased (the next call fails).
+ * NPROXY_NOT_FOUND when no such task exists (never enqueued, already
+ * consumed, or consumed by another thread meanwhile); NPROXY_INVALID for a
+ * NULL argument.
  */
 NPROXY_API enum nproxy_status nproxy_await_status(struct nproxy_comm *comm, uint64_t ctx,
 						  enum nproxy_task_type type, uint32_t timeout_ms,
 						  bool *done, enum nproxy_status *status);
 
+/* Consumer poll: nproxy_await_status() with timeout_ms 0. */
+NPROXY_API enum nproxy_status nproxy_check_status(struct nproxy_comm *comm, uint64_t ctx,
+						  enum nproxy_task_type type, bool *done,
+						  enum nproxy_status *status);
+
 /*
- * Wait until done or timeout_ms (0: the comm's timeout_ms option), like
- * nproxy_await_status().  Returns the
- * task's status, NPROXY_TIMEOUT (logging libnrt's watchdog line) or
- * NPROXY_NOT_FOUND when no such task exists.
+ * nproxy_await_status() for timeout_ms (0: the comm's timeout_ms option).
+ * Returns the task's status (a failed one logged in libnrt's words),
+ * NPROXY_TIMEOUT when it is not done by then (logging libnrt's watchdog
+ * line; also when the comm's group stops meanwhile), NPROXY_NOT_FOUND when
+ * no such task exists, NPROXY_INVALID for a NULL comm.
  */
 NPROXY_API enum nproxy_status nproxy_wait_status(struct nproxy_comm *comm, uint64_t ctx,
 						 enum nproxy_task_type type, uint32_t timeout_ms);

@@ -154,8 +154,7 @@ NPROXY_API void nproxy_rank_abandon(struct nproxy_rank *rank);
 
 /*
  * Which step failed and why, naming the peer rank where known; "" when
- * nothing failed.  NULL: this thread's last failed nproxy_rank_open().
- * Valid until the next call on the rank (the next open in this thread).
+ * nothing failed.  NULL: this thread's last failed nproxy_rank_open() (the error-text rule: <nproxy/status.h>).
  */
 NPROXY_API const char *nproxy_rank_strerror(const struct nproxy_rank *rank);
 /*

@@ -42,6 +42,19 @@ enum nproxy_status {
  */
 NPROXY_API const char *nproxy_status_str(enum nproxy_status st);
 
+/*
+ * The error-text rule, one for every nproxy_<x>_strerror(obj) (bp, net,
+ * rdzv, hs, comm, rank, coll): the text names the object ("net rank 3:
+ * ...") and says why, and was logged when it was set.  A thread reads back
+ * its own last failure on obj; a thread with none reads obj's last failure
+ * from any thread, and a failure one of the library's own threads (a proxy
+ * worker, the device emulator) finds later replaces it.  "" when none.  The
+ * string is the calling thread's copy, never NULL, unchanged by other
+ * threads or other objects, valid until this thread reads or records the
+ * text of eight other objects.  nproxy_<x>_strerror(NULL) is this thread's
+ * last failed nproxy_<x>_open() (nproxy_coll_open() for coll).
+ */
+
 #ifdef __cplusplus
 }
 #endif

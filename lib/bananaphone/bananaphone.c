@@ -180,15 +180,15 @@ enum nproxy_status nproxy_bp_open(const struct nproxy_bp_opts *opts, struct npro
 {
 	enum nproxy_status st;
 
-	npx_bp_set_setup_err("");
+	npx_err_clear_open(NPX_ERR_BP);
 	if (!out)
 		return npx_bp_error(NULL, NPROXY_INVALID, "bananaphone: open: out is NULL");
 	*out = NULL;
 	st = NPX_OPTS_CHECK(opts, "bananaphone: open");
 	if (st) {
 		/* Logged by the check already: only keep the text. */
-		npx_bp_set_setup_err("bananaphone: open: options NULL or of a wrong size (see the log)");
-		return st;
+		return npx_err_set(NULL, NPX_ERR_BP, NPX_LOG_NONE, st, NULL,
+				   "bananaphone: open: options NULL or of a wrong size (see the log)");
 	}
 	st = check_job_id(opts->job_id);
 	if (st)
@@ -206,11 +206,6 @@ uint32_t nproxy_bp_rank(const struct nproxy_bp *bp)
 uint32_t nproxy_bp_size(const struct nproxy_bp *bp)
 {
 	return bp ? bp->n : 0;
-}
-
-const char *nproxy_bp_strerror(const struct nproxy_bp *bp)
-{
-	return bp ? bp->err : npx_bp_setup_err();
 }
 
 /* Common entry check: usable state, finish joining (timeout_ms 0: one look). */

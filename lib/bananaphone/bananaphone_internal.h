@@ -155,7 +155,7 @@ struct nproxy_bp {
 	enum bp_state state;
 	enum nproxy_status sticky;
 	char job_id[NPROXY_BP_MAX_JOB_ID + 1];
-	char err[256];
+	struct npx_errbuf err;	/* nproxy_bp_strerror() */
 
 	/* segment */
 	void *seg;
@@ -195,9 +195,8 @@ enum nproxy_status npx_bp_fail(struct nproxy_bp *bp, enum nproxy_status st, cons
 	__attribute__((format(printf, 3, 4)));
 enum nproxy_status npx_bp_error(struct nproxy_bp *bp, enum nproxy_status st, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+enum nproxy_status npx_bp_break(struct nproxy_bp *bp, enum nproxy_status st);
 void npx_bp_keep_setup_err(const struct nproxy_bp *bp);
-void npx_bp_set_setup_err(const char *text);
-const char *npx_bp_setup_err(void);
 
 /* bananaphone_segment.c */
 size_t npx_bp_segment_size(uint32_t n_ranks);

@@ -141,7 +141,7 @@ enum nproxy_status npx_bp_segment_attach(struct nproxy_bp *bp, int fd)
 			       seals);
 	st = map_segment(bp, fd, size);
 	if (st)
-		return npx_bp_fail(bp, st, "%s", bp->err);
+		return npx_bp_break(bp, st);	/* map_segment() said why */
 	ctl = bp->ctl;
 	if (ctl->magic != BP_MAGIC || ctl->version != BP_VERSION || ctl->n_ranks != bp->n ||
 	    ctl->ring_slots != BP_RING_SLOTS || ctl->slot_size != BP_SLOT_SIZE ||

@@ -43,13 +43,15 @@ enum nproxy_status nproxy_coll_open(struct nproxy_rank *rank, struct nproxy_coll
 {
 	struct nproxy_coll *c;
 
+	npx_err_clear_open(NPX_ERR_COLL);
 	if (out)
 		*out = NULL;
 	if (!rank || !out || !nproxy_rank_comm(rank))
-		return NPROXY_INVALID;
+		return npx_coll_fail(NULL, NPROXY_INVALID, "coll: open: %s",
+				     !out ? "out is NULL" : !rank ? "rank is NULL" : "the rank has no comm");
 	c = calloc(1, sizeof(*c));
 	if (!c)
-		return NPROXY_RESOURCE;
+		return npx_coll_fail(NULL, NPROXY_RESOURCE, "coll: open: out of memory");
 	c->rank = rank;
 	c->comm = nproxy_rank_comm(rank);
 	c->hs = nproxy_rank_hs(rank);
@@ -317,7 +319,7 @@ static enum nproxy_status op_fail(struct nproxy_coll *c, enum nproxy_coll_part p
 static enum nproxy_status op_fail(struct nproxy_coll *c, enum nproxy_coll_part part,
 				  enum nproxy_status st, const char *fmt, ...)
 {
-	char text[COLL_ERR_LEN];
+	char text[NPX_ERR_LEN];
 	va_list ap;
 
 	if (c->op.res.status != NPROXY_SUCCESS)
@@ -448,7 +450,7 @@ static enum nproxy_status op_end(struct nproxy_coll *c, struct nproxy_coll_resul
 			c->barrier_ctx = c->op.ctx;
 			c->barrier_seq = c->op.seq;
 		}
-		c->err[0] = '\0';
+		npx_err_clear(&c->err);
 	}
 	c->op.active = false;
 	if (res)

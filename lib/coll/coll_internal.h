@@ -10,8 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <nproxy/coll.h>
-
-#define COLL_ERR_LEN	512
+#include "common/common_internal.h"
 
 /* The op's completion semaphores: receives (and sends they gate), reductions. */
 #define COLL_SEM_RECV	1
@@ -72,7 +71,7 @@ struct nproxy_coll {
 	uint64_t barrier_seq;
 
 	enum nproxy_status broken;	/* the first failed op's status, else SUCCESS */
-	char err[COLL_ERR_LEN];
+	struct npx_errbuf err;		/* nproxy_coll_strerror(), by common's rule */
 };
 
 /* coll_build.c: the op's block for the built-in kinds; NPROXY_INVALID with
@@ -84,7 +83,8 @@ enum nproxy_status npx_coll_build(struct nproxy_coll *coll, const struct nproxy_
 enum nproxy_status npx_coll_mr(struct nproxy_coll *coll, const void *base, size_t len,
 			       uint32_t *id);
 void npx_coll_mr_drop_all(struct nproxy_coll *coll);
-/* coll_error.c: record why (the coll's text, logged) and return st. */
+/* coll_error.c: record why (the coll's text, logged) and return st; coll
+ * NULL: a failed nproxy_coll_open() (this thread's nproxy_coll_strerror(NULL)). */
 enum nproxy_status npx_coll_fail(struct nproxy_coll *coll, enum nproxy_status st,
 				 const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

@@ -226,18 +226,70 @@ enum npx_env_found npx_env_u32_strict(const char *name, uint32_t min, uint32_t m
 enum nproxy_status npx_ranks_per_proxy(uint32_t requested, uint32_t *out);
 
 /*
- * An object's last error text (errbuf.c): format into buf (always
- * terminated, truncated to len) and log "who: text" at level (who names
- * the object, NULL for none), so the text a caller reads back with
- * *_strerror() is the one in the log.
+ * Error text (errbuf.c), the library's one mechanism: every object that can
+ * fail embeds a struct npx_errbuf (zeroed: no text), every failure goes
+ * through npx_err_set(), every nproxy_<x>_strerror() through npx_err_text().
+ * The rule is in Documentation/development.md ("Status and errors").
  */
-void npx_errbuf_set(char *buf, size_t len, enum nproxy_log_level level, const char *who,
-		    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-void npx_errbuf_vset(char *buf, size_t len, enum nproxy_log_level level, const char *who,
-		     const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
-/* "rank <rank>: " and the text into buf, the whole logged as an error. */
-void npx_errbuf_vset_rank(char *buf, size_t len, uint32_t rank, const char *fmt, va_list ap)
-	__attribute__((format(printf, 4, 0)));
+#define NPX_ERR_LEN	512
+
+struct npx_errbuf {
+	uint32_t lock;		/* guards the rest: taken for a copy only */
+	uint64_t id;		/* 0 until the first failure, then never reused */
+	uint64_t seq;		/* bumped by every failure and clear */
+	uint64_t lib_seq;	/* seq of the last failure on a library thread */
+	char text[NPX_ERR_LEN];
+};
+
+/* Whose open failed, for this thread's nproxy_<x>_strerror(NULL). */
+enum npx_err_area {
+	NPX_ERR_HS,
+	NPX_ERR_BP,
+	NPX_ERR_NET,
+	NPX_ERR_RDZV,
+	NPX_ERR_COMM,
+	NPX_ERR_RANK,
+	NPX_ERR_COLL,
+	NPX_ERR_AREAS
+};
+
+/* A level for npx_err_set() that logs nothing: an answer a poll expects,
+ * or a text the caller logged already. */
+#define NPX_LOG_NONE	((enum nproxy_log_level)-1)
+
+/*
+ * Format "who: " and fmt (who names the object: "rank 3", NULL for none),
+ * truncated to NPX_ERR_LEN - 1, into eb -- or, eb NULL, into this thread's
+ * open-failure text of area -- and log it at level, followed by " (STATUS)"
+ * when st is not NPROXY_SUCCESS.  Returns st.
+ */
+enum nproxy_status npx_err_set(struct npx_errbuf *eb, enum npx_err_area area,
+			       enum nproxy_log_level level, enum nproxy_status st,
+			       const char *who, const char *fmt, ...)
+	__attribute__((format(printf, 6, 7)));
+enum nproxy_status npx_err_vset(struct npx_errbuf *eb, enum npx_err_area area,
+				enum nproxy_log_level level, enum nproxy_status st,
+				const char *who, const char *fmt, va_list ap)
+	__attribute__((format(printf, 6, 0)));
+/*
+ * What nproxy_<x>_strerror(eb's object) returns: this thread's own last
+ * failure on it, else its last failure from any thread ("" if none); a
+ * failure on a library thread since this thread's own replaces it.  eb
+ * NULL: this thread's last failed open of area.  The string is this
+ * thread's copy, valid until this thread reads or records the text of
+ * eight other objects.
+ */
+const char *npx_err_text(const struct npx_errbuf *eb, enum npx_err_area area);
+/* An operation that succeeded as a whole starts eb afresh (this thread's
+ * view and the object's text). */
+void npx_err_clear(struct npx_errbuf *eb);
+/* A failing open: keep eb's text (about to be freed) for strerror(NULL). */
+void npx_err_keep_open(enum npx_err_area area, const struct npx_errbuf *eb);
+/* An open starts: this thread has no open failure of area any more. */
+void npx_err_clear_open(enum npx_err_area area);
+/* A thread the library starts (proxy worker, device emulator) calls this
+ * first: what it records is the object's, not this thread's own. */
+void npx_err_on_library_thread(void);
 
 /* reduce.c: half and bfloat16 through float, rounding to nearest even. */
 float npx_half_to_float(uint16_t h);

@@ -244,6 +244,7 @@ static void *devemu_main(void *arg)
 {
 	struct devemu *emu = arg;
 
+	npx_err_on_library_thread();
 	/* Delays and re-checks are tens of microseconds: keep them honest. */
 	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 

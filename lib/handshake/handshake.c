@@ -52,49 +52,55 @@ const char *nproxy_hs_backend_name(enum nproxy_hs_backend b)
 }
 
 /*
- * Log a failed call on hs and keep its text for nproxy_hs_strerror(); the
- * prefix names the region and rank, as every handshake message does.
+ * Log a failed call on hs and keep its text for nproxy_hs_strerror() (common's
+ * rule, errbuf.c); the prefix names the region and rank, as every handshake
+ * message does.
  */
 static void hs_err(struct nproxy_hs *hs, enum nproxy_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static void hs_err(struct nproxy_hs *hs, enum nproxy_log_level level, const char *fmt, ...)
 {
+	char who[64];
 	va_list ap;
-	int n;
 
-	n = snprintf(hs->err, sizeof(hs->err), "handshake region %u (rank %u): ",
-		     hs->info->region_id, hs->rank);
-	if (n < 0 || (size_t)n >= sizeof(hs->err))
-		n = 0;
+	snprintf(who, sizeof(who), "handshake region %u (rank %u)", hs->info->region_id, hs->rank);
 	va_start(ap, fmt);
-	vsnprintf(hs->err + n, sizeof(hs->err) - (size_t)n, fmt, ap);
+	npx_err_vset(&hs->err, NPX_ERR_HS, level, NPROXY_SUCCESS, who, fmt, ap);
 	va_end(ap);
-	nproxy_log(level, "%s", hs->err);
+}
+
+/* A failed open: logged, and kept for this thread's nproxy_hs_strerror(NULL). */
+static enum nproxy_status hs_open_fail(enum nproxy_status st, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static enum nproxy_status hs_open_fail(enum nproxy_status st, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	npx_err_vset(NULL, NPX_ERR_HS, NPROXY_LOG_ERROR, NPROXY_SUCCESS, NULL, fmt, ap);
+	va_end(ap);
+	return st;
 }
 
 const char *nproxy_hs_strerror(const struct nproxy_hs *hs)
 {
-	return hs ? hs->err : "";
+	return npx_err_text(hs ? &hs->err : NULL, NPX_ERR_HS);
 }
 
 static enum nproxy_status check_opts(const struct nproxy_hs_opts *opts)
 {
 	if (NPX_OPTS_CHECK(opts, "handshake: open"))
-		return NPROXY_INVALID;
-	if ((unsigned int)opts->backend > NPROXY_HS_MEMFD) {
-		nproxy_log(NPROXY_LOG_ERROR, "handshake: open: unknown backend %d", (int)opts->backend);
-		return NPROXY_INVALID;
-	}
-	if (opts->n_streams < 1 || opts->n_streams > NPROXY_MAX_STREAMS) {
-		nproxy_log(NPROXY_LOG_ERROR, "handshake: open (rank %u): n_streams %u not in 1..%u",
-			   opts->rank, opts->n_streams, NPROXY_MAX_STREAMS);
-		return NPROXY_INVALID;
-	}
-	if (opts->n_sems > NPROXY_MAX_SEMS) {
-		nproxy_log(NPROXY_LOG_ERROR, "handshake: open (rank %u): n_sems %u not in 0..%u",
-			   opts->rank, opts->n_sems, NPROXY_MAX_SEMS);
-		return NPROXY_INVALID;
-	}
+		return npx_err_set(NULL, NPX_ERR_HS, NPX_LOG_NONE, NPROXY_INVALID, NULL,
+				   "handshake: open: options NULL or of a wrong size (see the log)");
+	if ((unsigned int)opts->backend > NPROXY_HS_MEMFD)
+		return hs_open_fail(NPROXY_INVALID, "handshake: open: unknown backend %d",
+				    (int)opts->backend);
+	if (opts->n_streams < 1 || opts->n_streams > NPROXY_MAX_STREAMS)
+		return hs_open_fail(NPROXY_INVALID, "handshake: open (rank %u): n_streams %u not in 1..%u",
+				    opts->rank, opts->n_streams, NPROXY_MAX_STREAMS);
+	if (opts->n_sems > NPROXY_MAX_SEMS)
+		return hs_open_fail(NPROXY_INVALID, "handshake: open (rank %u): n_sems %u not in 0..%u",
+				    opts->rank, opts->n_sems, NPROXY_MAX_SEMS);
 	return NPROXY_SUCCESS;
 }
 
@@ -111,11 +117,9 @@ static enum nproxy_status requested_backend(const struct nproxy_hs_opts *opts,
 	if (npx_env_str(HS_ENV, NULL, &env) == NPX_ENV_UNSET)
 		return NPROXY_SUCCESS;
 	*source = HS_ENV;
-	if (nproxy_hs_backend_parse(env, b) != NPROXY_SUCCESS) {
-		nproxy_log(NPROXY_LOG_ERROR, "handshake: %s=%s: expected kmod, memfd or auto",
-			   HS_ENV, env);
-		return NPROXY_INVALID;
-	}
+	if (nproxy_hs_backend_parse(env, b) != NPROXY_SUCCESS)
+		return hs_open_fail(NPROXY_INVALID, "handshake: %s=%s: expected kmod, memfd or auto",
+				    HS_ENV, env);
 	return NPROXY_SUCCESS;
 }
 
@@ -128,10 +132,9 @@ enum nproxy_status nproxy_hs_open(const struct nproxy_hs_opts *opts, struct npro
 	struct nproxy_hs *hs;
 	long page_size;
 
-	if (!out) {
-		nproxy_log(NPROXY_LOG_ERROR, "handshake: open: out is NULL");
-		return NPROXY_INVALID;
-	}
+	npx_err_clear_open(NPX_ERR_HS);
+	if (!out)
+		return hs_open_fail(NPROXY_INVALID, "handshake: open: out is NULL");
 	*out = NULL;
 	st = check_opts(opts);
 	if (st != NPROXY_SUCCESS)
@@ -144,8 +147,8 @@ enum nproxy_status nproxy_hs_open(const struct nproxy_hs_opts *opts, struct npro
 	hs = calloc(1, sizeof(*hs));
 	if (!hs || page_size <= 0) {
 		free(hs);
-		nproxy_log(NPROXY_LOG_ERROR, "handshake: open (rank %u): out of memory", opts->rank);
-		return NPROXY_RESOURCE;
+		return hs_open_fail(NPROXY_RESOURCE, "handshake: open (rank %u): out of memory",
+				    opts->rank);
 	}
 	hs->n_streams = opts->n_streams;
 	hs->n_sems = opts->n_sems;
@@ -175,17 +178,16 @@ enum nproxy_status nproxy_hs_open(const struct nproxy_hs_opts *opts, struct npro
 		break;
 	}
 	if (st != NPROXY_SUCCESS) {
-		if (want == NPROXY_HS_AUTO)
-			nproxy_log(NPROXY_LOG_ERROR, "handshake (rank %u): %s: %s", hs->rank, source, why);
-		else if (source)
-			nproxy_log(NPROXY_LOG_ERROR, "handshake (rank %u): %s=%s: %s", hs->rank, source,
-				   nproxy_hs_backend_name(want), why);
-		else
-			nproxy_log(NPROXY_LOG_ERROR,
-				   "handshake (rank %u): the %s backend (asked for by the caller): %s",
-				   hs->rank, nproxy_hs_backend_name(want), why);
+		uint32_t rank = hs->rank;
+
 		free(hs);
-		return st;
+		if (want == NPROXY_HS_AUTO)
+			return hs_open_fail(st, "handshake (rank %u): %s: %s", rank, source, why);
+		if (source)
+			return hs_open_fail(st, "handshake (rank %u): %s=%s: %s", rank, source,
+					    nproxy_hs_backend_name(want), why);
+		return hs_open_fail(st, "handshake (rank %u): the %s backend (asked for by the caller): %s",
+				    rank, nproxy_hs_backend_name(want), why);
 	}
 	nproxy_log(NPROXY_LOG_DEBUG, "handshake region %u (rank %u gid %u): %s backend, %u streams, %u sems",
 		   hs->info->region_id, hs->rank, hs->gid, nproxy_hs_backend_name(hs->backend),

@@ -63,7 +63,7 @@ struct nproxy_hs {
 	/* The device sleeps behind it in WAIT_SEM (bell.sleepers NULL: it
 	 * only polls, and nproxy_hs_sem_bell() returns NULL). */
 	struct nproxy_sem_bell bell;
-	char err[256];			/* last failed call's text: nproxy_hs_strerror() */
+	struct npx_errbuf err;		/* last failed call's text: nproxy_hs_strerror() */
 };
 
 /* The backends' mappings: one page of hs->fd at byte offset, or NULL. */

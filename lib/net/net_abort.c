@@ -51,7 +51,7 @@ struct net_abort {
 	uint32_t mr;
 	uint8_t *seen;			/* [n_ranks]: origins already forwarded */
 	bool have_reason;
-	char reason[sizeof(((struct nproxy_net *)0)->err)];
+	char reason[NPX_ERR_LEN];
 };
 
 static uint64_t abort_tag(struct nproxy_net *net)

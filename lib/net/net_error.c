@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * The network engine's errors: the last error text (nproxy_net_strerror())
- * and the sticky status, whose first value ends the engine.  A leaf every
+ * The network engine's errors: the last error text (nproxy_net_strerror(),
+ * by common's rule: "net rank N: why") and the sticky status, whose first value ends the engine.  A leaf every
  * other net file records failures through.
  */
 #include <stdio.h>
@@ -15,8 +15,13 @@ void npx_net_set_err(struct nproxy_net *net, const char *fmt, ...)
 
 	snprintf(who, sizeof(who), "net rank %u", net->rank);
 	va_start(ap, fmt);
-	npx_errbuf_vset(net->err, sizeof(net->err), NPROXY_LOG_ERROR, who, fmt, ap);
+	npx_err_vset(&net->err, NPX_ERR_NET, NPROXY_LOG_ERROR, NPROXY_SUCCESS, who, fmt, ap);
 	va_end(ap);
+}
+
+NPROXY_API const char *nproxy_net_strerror(const struct nproxy_net *net)
+{
+	return npx_err_text(net ? &net->err : NULL, NPX_ERR_NET);
 }
 
 enum nproxy_status npx_net_fail(struct nproxy_net *net, enum nproxy_status st)

@@ -275,6 +275,28 @@ out:
 	return st;
 }
 
+/* An open's arguments; a refusal is this thread's nproxy_net_strerror(NULL). */
+static enum nproxy_status check_open_args(const struct nproxy_net_opts *opts,
+					  struct nproxy_net **out)
+{
+	npx_err_clear_open(NPX_ERR_NET);
+	if (!out)
+		return npx_err_set(NULL, NPX_ERR_NET, NPROXY_LOG_ERROR, NPROXY_INVALID, NULL,
+				   "nproxy_net_open: out is NULL");
+	*out = NULL;
+	if (NPX_OPTS_CHECK(opts, "nproxy_net_open"))
+		return npx_err_set(NULL, NPX_ERR_NET, NPX_LOG_NONE, NPROXY_INVALID, NULL,
+				   "nproxy_net_open: options NULL or of a wrong size (see the log)");
+	if (!opts->n_ranks || opts->n_ranks > NPROXY_NET_MAX_RANKS || opts->rank >= opts->n_ranks ||
+	    opts->comm_id > NPROXY_NET_MAX_COMM_ID || opts->timeout_ms > NET_MAX_TIMEOUT_MS ||
+	    opts->rdzv_timeout_ms > NET_MAX_TIMEOUT_MS)
+		return npx_err_set(NULL, NPX_ERR_NET, NPROXY_LOG_ERROR, NPROXY_INVALID, NULL,
+				   "nproxy_net_open: bad options (rank %u of %u, comm %u, timeouts %u/%u ms of at most %u)",
+				   opts->rank, opts->n_ranks, opts->comm_id, opts->timeout_ms,
+				   opts->rdzv_timeout_ms, NET_MAX_TIMEOUT_MS);
+	return NPROXY_SUCCESS;
+}
+
 NPROXY_API enum nproxy_status nproxy_net_open(const struct nproxy_net_opts *opts,
 					      struct nproxy_net **out)
 {
@@ -283,23 +305,13 @@ NPROXY_API enum nproxy_status nproxy_net_open(const struct nproxy_net_opts *opts
 	enum nproxy_status st;
 	bool all_local = true;
 
-	if (!out)
-		return NPROXY_INVALID;
-	*out = NULL;
-	if (NPX_OPTS_CHECK(opts, "nproxy_net_open"))
-		return NPROXY_INVALID;
-	if (!opts->n_ranks || opts->n_ranks > NPROXY_NET_MAX_RANKS || opts->rank >= opts->n_ranks ||
-	    opts->comm_id > NPROXY_NET_MAX_COMM_ID || opts->timeout_ms > NET_MAX_TIMEOUT_MS ||
-	    opts->rdzv_timeout_ms > NET_MAX_TIMEOUT_MS) {
-		nproxy_log(NPROXY_LOG_ERROR,
-			   "nproxy_net_open: bad options (rank %u of %u, comm %u, timeouts %u/%u ms of at most %u)",
-			   opts->rank, opts->n_ranks, opts->comm_id, opts->timeout_ms,
-			   opts->rdzv_timeout_ms, NET_MAX_TIMEOUT_MS);
-		return NPROXY_INVALID;
-	}
+	st = check_open_args(opts, out);
+	if (st != NPROXY_SUCCESS)
+		return st;
 	net = calloc(1, sizeof(*net));
 	if (!net)
-		return NPROXY_RESOURCE;
+		return npx_err_set(NULL, NPX_ERR_NET, NPROXY_LOG_ERROR, NPROXY_RESOURCE, NULL,
+				   "nproxy_net_open: rank %u: out of memory", opts->rank);
 	pthread_mutex_init(&net->lock, NULL);
 	net->rank = opts->rank;
 	net->n_ranks = opts->n_ranks;
@@ -352,9 +364,10 @@ NPROXY_API enum nproxy_status nproxy_net_open(const struct nproxy_net_opts *opts
 	return NPROXY_SUCCESS;
 fail_local:
 	/* The others would wait for our next all-gather until the deadline. */
-	npx_net_xchg_abort(&x, st, net->err);
+	npx_net_xchg_abort(&x, st, nproxy_net_strerror(net));
 fail:
 	npx_net_xchg_close(&x);
+	npx_err_keep_open(NPX_ERR_NET, &net->err);
 	nproxy_net_close(net);
 	return st;
 }
@@ -423,7 +436,3 @@ NPROXY_API const char *nproxy_net_provider(const struct nproxy_net *net)
 	return net->prov;
 }
 
-NPROXY_API const char *nproxy_net_strerror(const struct nproxy_net *net)
-{
-	return net ? net->err : "";
-}

@@ -152,7 +152,7 @@ struct nproxy_net {
 	enum nproxy_status failed;	/* sticky: the first op error ends the engine */
 	struct net_barrier *bar;
 	struct net_abort *abort;
-	char err[320];
+	struct npx_errbuf err;	/* nproxy_net_strerror() */
 };
 
 /* net_error.c: the last error text, the sticky status (its first value wins) */

@@ -80,7 +80,8 @@ struct nproxy_rdzv {
 	bool failed;		/* an abort was sent or received: no more all-gathers */
 	enum nproxy_status fail_st;
 	char root[128];
-	char err[256];
+	char why[NPX_ERR_LEN];		/* the last failure, unprefixed: sent to the peers */
+	struct npx_errbuf err;		/* "rendezvous ROOT rank N: why" */
 };
 
 __attribute__((format(printf, 2, 3)))
@@ -91,8 +92,9 @@ static void rz_err(struct nproxy_rdzv *rz, const char *fmt, ...)
 
 	snprintf(who, sizeof(who), "rendezvous %s rank %u", rz->root, rz->rank);
 	va_start(ap, fmt);
-	npx_errbuf_vset(rz->err, sizeof(rz->err), NPROXY_LOG_ERROR, who, fmt, ap);
+	vsnprintf(rz->why, sizeof(rz->why), fmt, ap);
 	va_end(ap);
+	npx_err_set(&rz->err, NPX_ERR_RDZV, NPROXY_LOG_ERROR, NPROXY_SUCCESS, who, "%s", rz->why);
 }
 
 /* Split "host:port" / "[v6]:port". */
@@ -309,7 +311,7 @@ static enum nproxy_status root_accept(struct nproxy_rdzv *rz, int lfd, int64_t d
 					 " (%u connection(s) closed before saying which rank)", dropped);
 			rz_err(rz, "rank(s) %s of %u never connected within %d ms%s", missing,
 			       rz->n_ranks, rz->timeout_ms, extra);
-			root_abort_all(rz, NPROXY_TIMEOUT, rz->err);
+			root_abort_all(rz, NPROXY_TIMEOUT, rz->why);
 			return NPROXY_TIMEOUT;
 		}
 		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
@@ -458,12 +460,14 @@ NPROXY_API enum nproxy_status nproxy_rdzv_open(const struct nproxy_rdzv_opts *op
 	enum nproxy_status st;
 	const char *root;
 
+	npx_err_clear_open(NPX_ERR_RDZV);
 	if (!out)
-		return NPROXY_INVALID;
+		return npx_err_set(NULL, NPX_ERR_RDZV, NPROXY_LOG_ERROR, NPROXY_INVALID, NULL,
+				   "rendezvous: open: out is NULL");
 	*out = NULL;
-	st = NPX_OPTS_CHECK(opts, "rendezvous: open");
-	if (st)
-		return st;
+	if (NPX_OPTS_CHECK(opts, "rendezvous: open"))
+		return npx_err_set(NULL, NPX_ERR_RDZV, NPX_LOG_NONE, NPROXY_INVALID, NULL,
+				   "rendezvous: open: options NULL or of a wrong size (see the log)");
 	root = opts->root;
 	rank = opts->rank;
 	n_ranks = opts->n_ranks;
@@ -471,18 +475,17 @@ NPROXY_API enum nproxy_status nproxy_rdzv_open(const struct nproxy_rdzv_opts *op
 	/* Kept as int inside (deadline arithmetic on int64_t milliseconds). */
 	if (timeout_ms > INT32_MAX)
 		timeout_ms = INT32_MAX;
-	if (!root || !n_ranks || rank >= n_ranks) {
-		nproxy_log(NPROXY_LOG_ERROR, "rendezvous: bad arguments (root %s, rank %u of %u)",
-			   root ? root : "(unset: NPROXY_ROOT_COMM_ID)", rank, n_ranks);
-		return NPROXY_INVALID;
-	}
-	if (parse_root(root, host, sizeof(host), port, sizeof(port))) {
-		nproxy_log(NPROXY_LOG_ERROR, "rendezvous: root \"%s\" is not host:port", root);
-		return NPROXY_INVALID;
-	}
+	if (!root || !n_ranks || rank >= n_ranks)
+		return npx_err_set(NULL, NPX_ERR_RDZV, NPROXY_LOG_ERROR, NPROXY_INVALID, NULL,
+				   "rendezvous: bad arguments (root %s, rank %u of %u)",
+				   root ? root : "(unset: NPROXY_ROOT_COMM_ID)", rank, n_ranks);
+	if (parse_root(root, host, sizeof(host), port, sizeof(port)))
+		return npx_err_set(NULL, NPX_ERR_RDZV, NPROXY_LOG_ERROR, NPROXY_INVALID, NULL,
+				   "rendezvous: root \"%s\" is not host:port", root);
 	rz = calloc(1, sizeof(*rz));
 	if (!rz)
-		return NPROXY_RESOURCE;
+		return npx_err_set(NULL, NPX_ERR_RDZV, NPROXY_LOG_ERROR, NPROXY_RESOURCE, NULL,
+				   "rendezvous: rank %u: out of memory", rank);
 	rz->rank = rank;
 	rz->n_ranks = n_ranks;
 	rz->timeout_ms = (int)timeout_ms;
@@ -501,6 +504,7 @@ NPROXY_API enum nproxy_status nproxy_rdzv_open(const struct nproxy_rdzv_opts *op
 		st = peer_connect(rz, host, port);
 	}
 	if (st != NPROXY_SUCCESS) {
+		npx_err_keep_open(NPX_ERR_RDZV, &rz->err);
 		nproxy_rdzv_close(rz);
 		return st;
 	}
@@ -521,7 +525,7 @@ static enum nproxy_status root_fail(struct nproxy_rdzv *rz, int rc, uint32_t pee
 	}
 	close(rz->peer_fds[peer]);
 	rz->peer_fds[peer] = -1;
-	root_abort_all(rz, st, rz->err);
+	root_abort_all(rz, st, rz->why);
 	return st;
 }
 
@@ -680,7 +684,7 @@ NPROXY_API enum nproxy_status nproxy_rdzv_allgather(struct nproxy_rdzv *rz, cons
 		return rz->fail_st;	/* the first error's text stays */
 	if (len > RDZV_MAX_BLOB) {
 		rz_err(rz, "blob of %zu bytes is over the %u limit", len, RDZV_MAX_BLOB);
-		nproxy_rdzv_abort(rz, NPROXY_INVALID, rz->err);
+		nproxy_rdzv_abort(rz, NPROXY_INVALID, rz->why);
 		return NPROXY_INVALID;
 	}
 	lens64 = calloc(n, sizeof(*lens64));
@@ -727,7 +731,7 @@ NPROXY_API void nproxy_rdzv_abort(struct nproxy_rdzv *rz, enum nproxy_status st,
 
 NPROXY_API const char *nproxy_rdzv_strerror(const struct nproxy_rdzv *rz)
 {
-	return rz ? rz->err : "";
+	return npx_err_text(rz ? &rz->err : NULL, NPX_ERR_RDZV);
 }
 
 NPROXY_API void nproxy_rdzv_close(struct nproxy_rdzv *rz)

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * The consumer side: check and wait on a task's published status.  A
+ * The consumer side: one wait on a task's published status (status_wait),
+ * and the three public names that wrap it: nproxy_await_status() (done and
+ * status out), nproxy_check_status() (look once) and nproxy_wait_status()
+ * (until done or a deadline, the reference runtime's words in the log).  A
  * waiting consumer either parks on the status word until the worker's DONE
  * publish wakes it, or steps the group itself (NPROXY_CALLER_DRIVES,
  * npx_proxy_queue_drive() in proxy_queue.c).
@@ -55,16 +58,25 @@ static void status_wait_done(struct proxy_queue *q, struct proxy_task_status *st
 	}
 }
 
-enum nproxy_status nproxy_await_status(struct nproxy_comm *comm, uint64_t ctx,
-				       enum nproxy_task_type type, uint32_t timeout_ms,
-				       bool *done, enum nproxy_status *status)
+/*
+ * The one wait of the status family, in the op verb's terms
+ * (nproxy_coll_wait()): up to timeout_ms (0: look once) for the task to
+ * reach DONE.  NPROXY_SUCCESS with *status (the task's, consumed: its node
+ * is erased) when it is done, NPROXY_BUSY when it is not yet,
+ * NPROXY_NOT_FOUND when no such task exists (or another thread consumed it
+ * meanwhile), NPROXY_INVALID for a NULL comm.  Logs nothing but the
+ * wrappers' words.
+ */
+static enum nproxy_status status_wait(struct nproxy_comm *comm, uint64_t ctx,
+				      enum nproxy_task_type type, uint32_t timeout_ms,
+				      enum nproxy_status *status)
 {
 	struct proxy_task_status *found, *put_list = NULL, *put_wait = NULL;
-	enum nproxy_status rc = NPROXY_SUCCESS;
+	enum nproxy_status rc = NPROXY_BUSY;
 	struct proxy_queue *q;
 	uint32_t rs;
 
-	if (!comm || !done || !status)
+	if (!comm)
 		return NPROXY_INVALID;
 	q = comm->queue;
 	pthread_mutex_lock(&q->state_mtx);
@@ -88,16 +100,15 @@ enum nproxy_status nproxy_await_status(struct nproxy_comm *comm, uint64_t ctx,
 	}
 	/* run_state first (acquire), then the status published before it. */
 	*status = (enum nproxy_status)__atomic_load_n(&found->progress_status, __ATOMIC_RELAXED);
-	*done = rs == NPROXY_TASK_STATE_DONE;
-	if (*done) {
+	if (rs == NPROXY_TASK_STATE_DONE) {
 		if (found->prev) {
 			found->prev->next = found->next;
 			found->next->prev = found->prev;
 			found->prev = found->next = NULL;
 			put_list = found;	/* the list's reference */
+			rc = NPROXY_SUCCESS;
 		} else {
 			rc = NPROXY_NOT_FOUND;	/* another consumer took it meanwhile */
-			*done = false;
 		}
 	}
 	pthread_mutex_unlock(&q->state_mtx);
@@ -106,6 +117,22 @@ enum nproxy_status nproxy_await_status(struct nproxy_comm *comm, uint64_t ctx,
 	return rc;
 }
 
+/* status_wait() with done/status out-parameters: NPROXY_BUSY is "not done". */
+enum nproxy_status nproxy_await_status(struct nproxy_comm *comm, uint64_t ctx,
+				       enum nproxy_task_type type, uint32_t timeout_ms,
+				       bool *done, enum nproxy_status *status)
+{
+	enum nproxy_status task_st = NPROXY_SUCCESS, rc;
+
+	if (!comm || !done || !status)
+		return NPROXY_INVALID;
+	rc = status_wait(comm, ctx, type, timeout_ms, &task_st);
+	*done = rc == NPROXY_SUCCESS;
+	*status = task_st;
+	return rc == NPROXY_BUSY ? NPROXY_SUCCESS : rc;
+}
+
+/* libnrt's enc_proxy_check_status: the look-once wait. */
 enum nproxy_status nproxy_check_status(struct nproxy_comm *comm, uint64_t ctx,
 				       enum nproxy_task_type type, bool *done,
 				       enum nproxy_status *status)
@@ -113,48 +140,34 @@ enum nproxy_status nproxy_check_status(struct nproxy_comm *comm, uint64_t ctx,
 	return nproxy_await_status(comm, ctx, type, 0, done, status);
 }
 
-/* libnrt's enc_consume_proxy_task_status: wait for DONE, with a deadline. */
+/*
+ * libnrt's enc_consume_proxy_task_status: the wait up to a deadline (0: the
+ * comm's), returning the task's status, in the reference runtime's log words.
+ */
 enum nproxy_status nproxy_wait_status(struct nproxy_comm *comm, uint64_t ctx,
 				      enum nproxy_task_type type, uint32_t timeout_ms)
 {
-	uint64_t timeout_ns, deadline;
-	enum nproxy_status st, rc;
-	bool done;
+	enum nproxy_status st = NPROXY_SUCCESS, rc;
 
 	if (!comm)
 		return NPROXY_INVALID;
-	timeout_ns = timeout_ms ? (uint64_t)timeout_ms * 1000000ull
-				: (uint64_t)comm->timeout_ms * 1000000ull;
-	deadline = npx_now_ns() + timeout_ns;
-	for (;;) {
-		uint64_t now = npx_now_ns();
-		uint64_t left_ms = now < deadline ? (deadline - now + 999999) / 1000000 : 0;
-
-		if (left_ms > UINT32_MAX)
-			left_ms = UINT32_MAX;
-		rc = nproxy_await_status(comm, ctx, type, (uint32_t)left_ms, &done, &st);
-		if (rc != NPROXY_SUCCESS)
-			return rc;
-		if (done) {
-			if (st != NPROXY_SUCCESS) {
-				nproxy_log(NPROXY_LOG_ERROR,
-					   "[nec_dev %u gid %u] Proxy failed to execute task, status = %d",
-					   comm->device_index, comm->gid, (int)st);
-				npx_comm_note(comm, st, "%s task ctx %llu failed: %s",
-					      nproxy_task_type_str(type), (unsigned long long)ctx,
-					      nproxy_status_str(st));
-			}
-			return st;
-		}
-		if (npx_now_ns() >= deadline) {
-			nproxy_log(NPROXY_LOG_ERROR,
-				   "[nec_dev %u gid %u] Timeout exceeded: Waiting on proxy task type %d: %u sec (who waits for whom: nproxyctl hang-report)",
-				   comm->device_index, comm->gid, (int)type,
-				   (unsigned int)((timeout_ns + 999999999ull) / 1000000000ull));
-			return npx_comm_note(comm, NPROXY_TIMEOUT,
-					     "%s task ctx %llu not done after %llu ms",
-					     nproxy_task_type_str(type), (unsigned long long)ctx,
-					     (unsigned long long)(timeout_ns / 1000000ull));
-		}
+	if (!timeout_ms)
+		timeout_ms = comm->timeout_ms;
+	rc = status_wait(comm, ctx, type, timeout_ms, &st);
+	if (rc == NPROXY_SUCCESS && st != NPROXY_SUCCESS) {
+		nproxy_log(NPROXY_LOG_ERROR,
+			   "[nec_dev %u gid %u] Proxy failed to execute task, status = %d",
+			   comm->device_index, comm->gid, (int)st);
+		npx_comm_note(comm, st, "%s task ctx %llu failed: %s", nproxy_task_type_str(type),
+			      (unsigned long long)ctx, nproxy_status_str(st));
 	}
+	if (rc == NPROXY_SUCCESS)
+		return st;
+	if (rc != NPROXY_BUSY)
+		return rc;
+	nproxy_log(NPROXY_LOG_ERROR,
+		   "[nec_dev %u gid %u] Timeout exceeded: Waiting on proxy task type %d: %u sec (who waits for whom: nproxyctl hang-report)",
+		   comm->device_index, comm->gid, (int)type, (unsigned int)(((uint64_t)timeout_ms + 999u) / 1000u));
+	return npx_comm_note(comm, NPROXY_TIMEOUT, "%s task ctx %llu not done after %u ms",
+			     nproxy_task_type_str(type), (unsigned long long)ctx, timeout_ms);
 }

@@ -277,21 +277,22 @@ struct nproxy_comm {
 	struct proxy_cache cache[PROXY_CACHE_KINDS];
 	/* The hs region's proxy-state page (proxy_state.c), or NULL. */
 	struct nproxy_proxy_state *pub;
+	/* nproxy_comm_strerror(), by common's rule (errbuf.c): its producers
+	 * and consumers are different threads, and each reads back its own. */
+	struct npx_errbuf err;
 };
 
 /*
- * Record why a call on comm failed (this thread's text for
- * nproxy_comm_strerror(); comm NULL: a failed nproxy_comm_open()), log it
- * at ERROR and return st.
+ * Record why a call on comm failed (nproxy_comm_strerror(); comm NULL: a
+ * failed nproxy_comm_open(), this thread's nproxy_comm_strerror(NULL)), log
+ * it at ERROR and return st.
  */
-enum nproxy_status npx_comm_err(const struct nproxy_comm *comm, enum nproxy_status st,
+enum nproxy_status npx_comm_err(struct nproxy_comm *comm, enum nproxy_status st,
 				const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The same without the log line: for failures logged in the reference
- * runtime's own words by the caller. */
-enum nproxy_status npx_comm_note(const struct nproxy_comm *comm, enum nproxy_status st,
+ * runtime's own words by the caller, and answers a poll expects. */
+enum nproxy_status npx_comm_note(struct nproxy_comm *comm, enum nproxy_status st,
 				 const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* Forget this thread's text: a new nproxy_comm_open() starts clean. */
-void npx_comm_err_clear(void);
 
 /* ---- proxy_queue.c ---- */
 struct proxy_queue *npx_proxy_queue_create(uint32_t gid, enum nproxy_idle_policy policy,

@@ -592,6 +592,7 @@ static void *queue_worker(void *arg)
 	char name[16];
 	int rc;
 
+	npx_err_on_library_thread();
 	snprintf(name, sizeof(name), "proxy-%d", tid);
 	rc = pthread_setname_np(pthread_self(), name);
 	if (rc)

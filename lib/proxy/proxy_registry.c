@@ -170,7 +170,7 @@ enum nproxy_status nproxy_comm_open(const struct nproxy_comm_opts *in, struct np
 	enum nproxy_status rc;
 	long timeout;
 
-	npx_comm_err_clear();
+	npx_err_clear_open(NPX_ERR_COMM);
 	if (!out)
 		return npx_comm_err(NULL, NPROXY_INVALID, "nproxy_comm_open: out is NULL");
 	*out = NULL;

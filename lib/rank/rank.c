@@ -24,9 +24,6 @@
 #include "common/common_internal.h"
 #include "rank_internal.h"
 
-/* The reason of this thread's last failed open, for nproxy_rank_strerror(NULL). */
-static __thread char open_err[RANK_ERR_LEN];
-
 
 /* The engine's longest rendezvous deadline (it refuses more). */
 #define RANK_MAX_STEP_MS	3600000u
@@ -48,10 +45,12 @@ static enum nproxy_status rank_fail(struct nproxy_rank *r, enum nproxy_status st
 static enum nproxy_status rank_fail(struct nproxy_rank *r, enum nproxy_status st,
 				    const char *fmt, ...)
 {
+	char who[24];
 	va_list ap;
 
+	snprintf(who, sizeof(who), "rank %u", r->rank);
 	va_start(ap, fmt);
-	npx_errbuf_vset_rank(r->err, sizeof(r->err), r->rank, fmt, ap);
+	npx_err_vset(&r->err, NPX_ERR_RANK, NPROXY_LOG_ERROR, NPROXY_SUCCESS, who, fmt, ap);
 	va_end(ap);
 	return st;
 }
@@ -346,27 +345,21 @@ enum nproxy_status nproxy_rank_open(const struct nproxy_rank_opts *opts,
 	enum nproxy_status st;
 	uint32_t per_proxy;
 
-	open_err[0] = 0;
+	npx_err_clear_open(NPX_ERR_RANK);
 	if (out)
 		*out = NULL;	/* on every failure, the NULL opts included */
-	if (!out || !opts) {
-		snprintf(open_err, sizeof(open_err), "rank: open: %s is NULL", out ? "opts" : "out");
-		nproxy_log(NPROXY_LOG_ERROR, "%s", open_err);
-		return NPROXY_INVALID;
-	}
+	if (!out || !opts)
+		return npx_err_set(NULL, NPX_ERR_RANK, NPROXY_LOG_ERROR, NPROXY_INVALID, NULL,
+				   "rank: open: %s is NULL", out ? "opts" : "out");
 	/* Before any field is read: a short struct is not read past its size. */
-	if (NPX_OPTS_CHECK(opts, "nproxy_rank_open") != NPROXY_SUCCESS) {
-		snprintf(open_err, sizeof(open_err),
-			 "rank: open: options of size %u, expected at least %zu and nothing set past it",
-			 opts->size, sizeof(*opts));
-		return NPROXY_INVALID;
-	}
+	if (NPX_OPTS_CHECK(opts, "nproxy_rank_open") != NPROXY_SUCCESS)
+		return npx_err_set(NULL, NPX_ERR_RANK, NPX_LOG_NONE, NPROXY_INVALID, NULL,
+				   "rank: open: options of size %u, expected at least %zu and nothing set past it",
+				   opts->size, sizeof(*opts));
 	r = calloc(1, sizeof(*r));
-	if (!r) {
-		snprintf(open_err, sizeof(open_err), "rank %u: open: out of memory", opts->rank);
-		nproxy_log(NPROXY_LOG_ERROR, "%s", open_err);
-		return NPROXY_RESOURCE;
-	}
+	if (!r)
+		return npx_err_set(NULL, NPX_ERR_RANK, NPROXY_LOG_ERROR, NPROXY_RESOURCE, NULL,
+				   "rank %u: open: out of memory", opts->rank);
 	r->rank = opts->rank;
 	r->n_ranks = opts->n_ranks;
 	r->local_size = opts->local_size ?: 1;
@@ -414,7 +407,7 @@ fail:
 	 * bus names the dead one (it recorded it) rather than this rank.
 	 */
 	rank_release(r, st != NPROXY_PEER_DEAD);
-	snprintf(open_err, sizeof(open_err), "%s", r->err);
+	npx_err_keep_open(NPX_ERR_RANK, &r->err);
 	free(r);
 	return st;
 }
@@ -473,12 +466,16 @@ enum nproxy_status nproxy_rank_check(struct nproxy_rank *r)
 	}
 	if (st == NPROXY_SUCCESS)
 		return st;
+	/* The part's own text, as it is: it was logged when it was set. */
 	if (r->net && *nproxy_net_abort_reason(r->net))
-		snprintf(r->err, sizeof(r->err), "%s", nproxy_net_abort_reason(r->net));
+		npx_err_set(&r->err, NPX_ERR_RANK, NPX_LOG_NONE, st, NULL, "%s",
+			    nproxy_net_abort_reason(r->net));
 	else if (r->bp && *nproxy_bp_strerror(r->bp))
-		snprintf(r->err, sizeof(r->err), "%s", nproxy_bp_strerror(r->bp));
+		npx_err_set(&r->err, NPX_ERR_RANK, NPX_LOG_NONE, st, NULL, "%s",
+			    nproxy_bp_strerror(r->bp));
 	else if (r->net)
-		snprintf(r->err, sizeof(r->err), "%s", nproxy_net_strerror(r->net));
+		npx_err_set(&r->err, NPX_ERR_RANK, NPX_LOG_NONE, st, NULL, "%s",
+			    nproxy_net_strerror(r->net));
 	return st;
 }
 
@@ -495,7 +492,7 @@ void nproxy_rank_abandon(struct nproxy_rank *r)
 
 const char *nproxy_rank_strerror(const struct nproxy_rank *r)
 {
-	return r ? r->err : open_err;
+	return npx_err_text(r ? &r->err : NULL, NPX_ERR_RANK);
 }
 
 struct nproxy_comm *nproxy_rank_comm(struct nproxy_rank *r)

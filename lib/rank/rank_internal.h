@@ -11,8 +11,7 @@
 #include <stdint.h>
 #include <nproxy/bananaphone.h>
 #include <nproxy/proxy.h>
-
-#define RANK_ERR_LEN	512
+#include "common/common_internal.h"
 
 struct nproxy_rank {
 	uint32_t rank, n_ranks;
@@ -29,7 +28,7 @@ struct nproxy_rank {
 	struct nproxy_hs *hs;
 	struct nproxy_comm *comm;
 
-	char err[RANK_ERR_LEN];		/* which step failed and why; "" if none */
+	struct npx_errbuf err;		/* which step failed and why (common's rule) */
 };
 
 #endif

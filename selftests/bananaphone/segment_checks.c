@@ -61,8 +61,8 @@ static void expect_refused(struct __test_metadata *_metadata, struct nproxy_bp *
 {
 	ASSERT_LE(0, fd);
 	EXPECT_EQ(NPROXY_FAILURE, npx_bp_segment_attach(bp, fd));
-	EXPECT_NE(NULL, strstr(bp->err, why)) {
-		TH_LOG("\"%s\" lacks \"%s\"", bp->err, why);
+	EXPECT_NE(NULL, strstr(nproxy_bp_strerror(bp), why)) {
+		TH_LOG("\"%s\" lacks \"%s\"", nproxy_bp_strerror(bp), why);
 	}
 	close(fd);
 }
@@ -95,7 +95,7 @@ TEST_F(seg, real_leaders_segment_accepted)
 	ASSERT_EQ(NPROXY_SUCCESS, nproxy_test_bp_open(self->follower.job_id, 0, 2, 0, &leader));
 	ASSERT_LE(0, leader->memfd);
 	EXPECT_EQ(NPROXY_SUCCESS, npx_bp_segment_attach(&self->follower, leader->memfd)) {
-		TH_LOG("%s", self->follower.err);
+		TH_LOG("%s", nproxy_bp_strerror(&self->follower));
 	}
 	nproxy_bp_hangup(leader);
 	nproxy_bp_close(leader);

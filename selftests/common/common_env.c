@@ -3,8 +3,8 @@
  * The library's private common helpers (lib/common/common_internal.h):
  * the environment parser rejects what strtoull()/atoi() would take, warns
  * once naming the variable and the default it used; the clock is
- * monotonic and its three views agree; an error buffer is always
- * terminated and logged after its object's name.
+ * monotonic and its three views agree.  The error text has its own
+ * program (error_text.c).
  */
 #include "kselftest_harness.h"
 #include <stdlib.h>
@@ -194,23 +194,6 @@ TEST(clock_is_monotonic_and_its_views_agree)
 	ASSERT_GE(d, a + 250ull * 1000000ull);
 	/* The coarse clock is the same timeline at tick resolution. */
 	ASSERT_LE(npx_coarse_now_ns(), npx_now_ns() + 100000000ull);
-}
-
-TEST(errbuf_terminates_truncates_and_logs_after_the_name)
-{
-	char buf[8];
-
-	capture();
-	memset(buf, 'x', sizeof(buf));
-	npx_errbuf_set(buf, sizeof(buf), NPROXY_LOG_ERROR, "net rank 3", "peer %d gone", 12345);
-	ASSERT_STREQ("peer 12", buf);
-	ASSERT_STREQ("net rank 3: peer 12", last_msg);
-	ASSERT_EQ((int)NPROXY_LOG_ERROR, (int)last_level);
-	npx_errbuf_set(buf, sizeof(buf), NPROXY_LOG_WARN, NULL, "%s", "ok");
-	ASSERT_STREQ("ok", buf);
-	ASSERT_STREQ("ok", last_msg);
-	ASSERT_EQ((int)NPROXY_LOG_WARN, (int)last_level);
-	nproxy_log_set_sink(NULL, NULL);
 }
 
 TEST_HARNESS_MAIN

@@ -282,6 +282,54 @@ TEST(check_status_erases_when_done_and_fails_when_unknown)
 	nproxy_comm_close(c);
 }
 
+/* check, await and wait are one wait (status_wait) with three ways to answer. */
+TEST(the_three_status_names_give_one_answer)
+{
+	enum nproxy_status st = NPROXY_FAILURE;
+	struct skip_rank k;
+	struct nproxy_comm *c;
+	bool done = true;
+	uint64_t ctx;
+
+	skip_rank_init(&k, 5, NPROXY_PROXY_TRIGGER_SENTINEL);
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&k.o, &c));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &k.op, 1, &ctx));
+	/* Not done (the barrier waits on the trigger): "not yet" three ways. */
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_check_status(c, ctx, NPROXY_TASK_BARRIER, &done, &st));
+	EXPECT_FALSE(done);
+	done = true;
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_await_status(c, ctx, NPROXY_TASK_BARRIER, 20, &done, &st));
+	EXPECT_FALSE(done);
+	capture_start();
+	EXPECT_ST(NPROXY_TIMEOUT, nproxy_wait_status(c, ctx, NPROXY_TASK_BARRIER, 20));
+	EXPECT_EQ(1, capture_count("Timeout exceeded: Waiting on proxy task type 2", 0));
+	capture_stop();
+	EXPECT_NE(NULL, strstr(nproxy_comm_strerror(c), "not done after 20 ms"));
+	/* None of them consumed it. */
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_check_status(c, ctx, NPROXY_TASK_BARRIER, &done, &st));
+	EXPECT_FALSE(done);
+	/* Done: the first to look consumes it, the others find nothing. */
+	nproxy_trigger_store(&k.trig, 1);
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_await_status(c, ctx, NPROXY_TASK_BARRIER, 10000, &done, &st));
+	EXPECT_TRUE(done);
+	EXPECT_ST(NPROXY_SUCCESS, st);
+	capture_start();
+	EXPECT_ST(NPROXY_NOT_FOUND, nproxy_check_status(c, ctx, NPROXY_TASK_BARRIER, &done, &st));
+	EXPECT_ST(NPROXY_NOT_FOUND, nproxy_await_status(c, ctx, NPROXY_TASK_BARRIER, 20, &done, &st));
+	EXPECT_ST(NPROXY_NOT_FOUND, nproxy_wait_status(c, ctx, NPROXY_TASK_BARRIER, 20));
+	/* An answer a poll expects: kept for strerror, not logged. */
+	EXPECT_EQ(0, capture_count("task with ctx", 0));
+	capture_stop();
+	EXPECT_NE(NULL, strstr(nproxy_comm_strerror(c), "no BARRIER task with ctx"));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c, ctx, NPROXY_TASK_NETWORK, 10000));
+	/* Bad arguments, the same three ways. */
+	EXPECT_ST(NPROXY_INVALID, nproxy_check_status(NULL, ctx, NPROXY_TASK_BARRIER, &done, &st));
+	EXPECT_ST(NPROXY_INVALID, nproxy_await_status(NULL, ctx, NPROXY_TASK_BARRIER, 0, &done, &st));
+	EXPECT_ST(NPROXY_INVALID, nproxy_await_status(c, ctx, NPROXY_TASK_BARRIER, 0, NULL, &st));
+	EXPECT_ST(NPROXY_INVALID, nproxy_wait_status(NULL, ctx, NPROXY_TASK_BARRIER, 0));
+	nproxy_comm_close(c);
+}
+
 TEST(wait_timeout_logs_the_watchdog_message)
 {
 	struct skip_rank k;
