@@ -48,6 +48,7 @@ static int ring_rank(uint32_t rank, void *arg)
 	if (job->provider) {
 		setenv("FI_PROVIDER", job->provider, 1);
 		setenv("FI_TCP_IFACE", "lo", 0);
+		setenv("FI_UDP_IFACE", "lo", 0);
 	}
 	if (job->bananaphone) {
 		/* Local ranks: no rendezvous address, names go over the bus. */
@@ -118,6 +119,8 @@ TEST(shm_2_ranks) { run_ring(_metadata, "shm", 2); }
 TEST(shm_4_ranks) { run_ring(_metadata, "shm", 4); }
 TEST(tcp_rxm_2_ranks) { run_ring(_metadata, "tcp;ofi_rxm", 2); }
 TEST(tcp_rxm_4_ranks) { run_ring(_metadata, "tcp;ofi_rxm", 4); }
+TEST(udp_rxd_2_ranks) { run_ring(_metadata, "udp;ofi_rxd", 2); }
+TEST(udp_rxd_4_ranks) { run_ring(_metadata, "udp;ofi_rxd", 4); }
 
 /* Local exchange over bananaphone, provider chosen automatically (shm). */
 TEST(bananaphone_4_ranks_auto_provider)
