@@ -121,9 +121,7 @@ static enum nproxy_status select_provider(struct nproxy_net *net, const char *wa
 		return NPROXY_UNSUPPORTED;
 	}
 	snprintf(net->prov, sizeof(net->prov), "%s", net->info->fabric_attr->prov_name);
-	net->mr_local = net->info->domain_attr->mr_mode & FI_MR_LOCAL;
-	net->mr_endpoint = net->info->domain_attr->mr_mode & FI_MR_ENDPOINT;
-	return NPROXY_SUCCESS;
+	return npx_net_mr_mode_init(net);
 }
 
 static enum nproxy_status fi_fail(struct nproxy_net *net, const char *what, int rc)
