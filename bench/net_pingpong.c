@@ -19,7 +19,7 @@
  * Two ranks are forked; the rendezvous runs on 127.0.0.1.  FI_PROVIDER
  * picks the provider.  Prints "size usec_per_xfer MB_per_sec" per size.
  *
- *   net_pingpong [--mode engine|proxy] [--sizes 64,4096,...] [--iters N]
+ *   net_pingpong [--mode engine|proxy] [--sizes 64,4096,...] [--iters N] [--budget-mib M]
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -48,9 +48,11 @@ static double now_s(void)
 	return (double)nproxy_test_now_ns() / 1e9;
 }
 
+/* Bytes per direction per size (--budget-mib): 512 MiB, less on slow providers. */
+static uint64_t budget = 512ull << 20;
+
 static uint32_t iters_for(size_t size, uint32_t base)
 {
-	uint64_t budget = 512ull << 20;	/* bytes per direction per size */
 	uint64_t n = budget / (size ? size : 1);
 
 	if (n > base)
@@ -259,12 +261,16 @@ int main(int argc, char **argv)
 			proxy = !strcmp(argv[i + 1], "proxy");
 		} else if (!strcmp(argv[i], "--iters")) {
 			base_iters = (uint32_t)atoi(argv[i + 1]);
+		} else if (!strcmp(argv[i], "--budget-mib")) {
+			budget = strtoull(argv[i + 1], NULL, 0) << 20;
+			if (!budget)
+				budget = 1;
 		} else if (!strcmp(argv[i], "--sizes")) {
 			n_sizes = 0;
 			for (char *t = strtok(argv[i + 1], ","); t && n_sizes < 32; t = strtok(NULL, ","))
 				sizes[n_sizes++] = strtoull(t, NULL, 0);
 		} else {
-			fprintf(stderr, "usage: %s [--mode engine|proxy] [--sizes a,b] [--iters N]\n",
+			fprintf(stderr, "usage: %s [--mode engine|proxy] [--sizes a,b] [--iters N] [--budget-mib M]\n",
 				argv[0]);
 			return 2;
 		}

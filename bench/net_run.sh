@@ -13,7 +13,7 @@
 # fi_pingpong (lower is better, target <= 1.10 for small messages on shm);
 # bandwidth ratio = nproxy / fi_pingpong (target >= 0.95 at 1 MiB on shm).
 #
-#   bench/net_run.sh [providers...]     default: shm "tcp;ofi_rxm"
+#   bench/net_run.sh [providers...]     default: shm "tcp;ofi_rxm" "udp;ofi_rxd"
 # QUICK=1: three sizes (64 B, 64 KiB, 1 MiB).  ROUNDS (default 1):
 # rounds of fi_pingpong, proxy path, engine, interleaved per provider; the
 # table shows the last round.  fi_pingpong's server and client run pinned
@@ -34,13 +34,18 @@ sizes=(64 256 1024 4096 16384 65536 262144 1048576 4194304)
 ROUNDS=${ROUNDS:-1}
 . "$here/record.sh"
 providers=("$@")
-((${#providers[@]})) || providers=(shm "tcp;ofi_rxm")
-export FI_TCP_IFACE=${FI_TCP_IFACE:-lo}
+((${#providers[@]})) || providers=(shm "tcp;ofi_rxm" "udp;ofi_rxd")
+export FI_TCP_IFACE=${FI_TCP_IFACE:-lo} FI_UDP_IFACE=${FI_UDP_IFACE:-lo}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-iters_for() {	# same formula as net_pingpong: <= 512 MiB per direction, 20..2000
-	local n=$(((512 << 20) / $1))
+# Bytes per direction per size, MiB: udp;ofi_rxd moves a few MB/s on this
+# box (one CPU segments, acks and retransmits), so 512 MiB would take minutes
+# per size; both fi_pingpong and net_pingpong get the same budget.
+budget_mib() { [[ $1 == *ofi_rxd* ]] && echo 16 || echo 512; }
+
+iters_for() {	# same formula as net_pingpong: <= budget per direction, 20..2000
+	local n=$((($(budget_mib "$2") << 20) / $1))
 	((n > 2000)) && n=2000
 	((n < 20)) && n=20
 	echo $n
@@ -64,7 +69,7 @@ rec_meta net_pinning "$pinning"
 # fi_pingpong PROVIDER SIZE -> "usec MBps" (client side)
 fi_pp() {
 	local prov=$1 size=$2 iters port out
-	iters=$(iters_for "$size")
+	iters=$(iters_for "$size" "$prov")
 	port=$((30000 + RANDOM % 20000))
 	timeout 120 "${pin_srv[@]}" fi_pingpong -p "$prov" -e rdm -I "$iters" -S "$size" -B "$port" \
 		>"$tmp/srv" 2>&1 &
@@ -91,7 +96,8 @@ fi_pp() {
 
 # nproxy MODE PROVIDER -> lines "size usec MBps"
 np_pp() {
-	FI_PROVIDER=$2 timeout 600 "$bin" --mode "$1" --sizes "$(IFS=,; echo "${sizes[*]}")" 2>"$tmp/np.err" |
+	FI_PROVIDER=$2 timeout 600 "$bin" --mode "$1" --sizes "$(IFS=,; echo "${sizes[*]}")" \
+		--budget-mib "$(budget_mib "$2")" 2>"$tmp/np.err" |
 		awk '$1 ~ /^[0-9]+$/ { print $1, $2, $3 }'
 }
 
@@ -140,7 +146,7 @@ for prov in "${providers[@]}"; do
 		"message size (bytes)" "one-way latency (us, time / 2 iterations)" lower log
 	rec_table "${id/lat/bw}" "Bandwidth vs size, provider $prov: proxy path, engine alone, fi_pingpong" \
 		"message size (bytes)" "MB/s (2 x iterations x size / time)" higher log
-	rec_note "$id" "Per round: fi_pingpong at every size, then net_pingpong --mode proxy, then --mode engine; same provider, sizes and iteration counts (<= 512 MiB per direction, 20..2000). Ratio = nproxy / fi_pingpong (target: <= 1.10 for small messages on shm)."
+	rec_note "$id" "Per round: fi_pingpong at every size, then net_pingpong --mode proxy, then --mode engine; same provider, sizes and iteration counts (<= $(budget_mib "$prov") MiB per direction, 20..2000). Ratio = nproxy / fi_pingpong (target: <= 1.10 for small messages on shm)."
 	rec_note "$id" "fi_pingpong placement: $pinning. A fi_pingpong figure more than twice its own at a larger size, or more than 10x the engine alone, is flagged as a starved baseline (its ratio then says more about the CPUs than about nproxy)."
 	for ((r = 1; r <= ROUNDS; r++)); do
 		steal_round "net $prov round $r" measure "$prov"

@@ -24,6 +24,9 @@
  *                          take seconds on a loaded host).
  *   NPROXY_NET_SHM_SWEEP   0: do not sweep dead processes' shm regions
  *                          when opening an shm endpoint (default 1).
+ *   NPROXY_NET_MR_MODE     local, allocated or efa (both): honour these
+ *                          registration modes although the provider does
+ *                          not ask for them (runs EFA's path elsewhere).
  *
  * See Documentation/net.md for the op FIFO record format and tag layout.
  */

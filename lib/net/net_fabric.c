@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <nproxy/log.h>
 #include "common/common_internal.h"
@@ -121,9 +122,7 @@ static enum nproxy_status select_provider(struct nproxy_net *net, const char *wa
 		return NPROXY_UNSUPPORTED;
 	}
 	snprintf(net->prov, sizeof(net->prov), "%s", net->info->fabric_attr->prov_name);
-	net->mr_local = net->info->domain_attr->mr_mode & FI_MR_LOCAL;
-	net->mr_endpoint = net->info->domain_attr->mr_mode & FI_MR_ENDPOINT;
-	return NPROXY_SUCCESS;
+	return npx_net_mr_mode_init(net);
 }
 
 static enum nproxy_status fi_fail(struct nproxy_net *net, const char *what, int rc)
@@ -372,11 +371,39 @@ fail:
 	return st;
 }
 
+/*
+ * RDM over unreliable datagrams (ofi_rxd): a sender's completion waits for
+ * the receiver's ack, and the receiver sends (and resends) acks only while
+ * it drives progress.  A rank whose last recv completed and that closes at
+ * once can leave a peer's last send without its ack until that peer's
+ * deadline.  So on such an endpoint close keeps reading the CQ a while
+ * first; a reliable transport (tcp, shm, EFA's SRD) needs none of this.
+ */
+#define NET_DGRAM_LINGER_MS	500
+
+static void linger_for_acks(struct nproxy_net *net)
+{
+	struct timespec nap = { .tv_sec = 0, .tv_nsec = 200000 };
+	uint32_t moved = 0;
+	int64_t until;
+
+	if (!net->ep || !net->cq || net->info->ep_attr->protocol != FI_PROTO_RXD)
+		return;
+	until = npx_now_ms() + NET_DGRAM_LINGER_MS;
+	while (npx_now_ms() < until) {
+		pthread_mutex_lock(&net->lock);
+		npx_net_drain_cq(net, &moved);
+		pthread_mutex_unlock(&net->lock);
+		nanosleep(&nap, NULL);
+	}
+}
+
 NPROXY_API void nproxy_net_close(struct nproxy_net *net)
 {
 	if (!net)
 		return;
 	npx_net_in_process_closing(net);
+	linger_for_acks(net);
 	npx_net_engine_close(net);	/* cancels posted ops, forgets blocks */
 	if (net->ep) {
 		npx_net_barrier_cancel(net);

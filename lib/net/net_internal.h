@@ -103,6 +103,7 @@ struct net_mr {
 	size_t len;
 	struct fid_mr *mr;		/* NULL when the provider needs no registration */
 	void *desc;
+	uint64_t key;			/* fi_mr_key(): the provider's or the requested one */
 	uint32_t refs;			/* register() calls minus deregister() calls */
 	uint32_t users;			/* started blocks referencing it */
 };
@@ -128,8 +129,9 @@ struct nproxy_net {
 	struct fid_av *av;
 	struct fid_cq *cq;
 	fi_addr_t *peers;		/* n_ranks */
-	bool mr_local;			/* the provider wants descriptors */
-	bool mr_endpoint;		/* ... bound to and enabled on the ep */
+	uint64_t mr_mode;		/* FI_MR_* honoured: the provider's, plus
+					 * NPROXY_NET_MR_MODE's (net_mr.c) */
+	uint64_t next_mr_key;		/* requested keys: unique in the domain */
 	char prov[64];
 
 	struct net_mr *mrs;
@@ -178,6 +180,7 @@ void npx_net_local_op_done(struct nproxy_net *net, struct net_op_state *s);
 void npx_net_barrier_complete(struct nproxy_net *net, struct net_req *req, bool ok);
 
 /* net_mr.c */
+enum nproxy_status npx_net_mr_mode_init(struct nproxy_net *net);
 enum nproxy_status npx_net_mr_register_locked(struct nproxy_net *net, void *buf, size_t len,
 					  uint32_t *id);
 void npx_net_mr_close_all(struct nproxy_net *net);

@@ -62,6 +62,7 @@ static int fp_setup(struct fp_rank *fr, const struct fp_job *job, uint32_t rank)
 	fr->n = job->n;
 	setenv("FI_PROVIDER", job->provider, 1);
 	setenv("FI_TCP_IFACE", "lo", 1);
+	setenv("FI_UDP_IFACE", "lo", 1);
 	if ((st = nproxy_hs_open(&ho, &fr->hs)) ||
 	    (st = nproxy_net_open(&no, &fr->net))) {
 		fprintf(stderr, "rank %u: setup: %s\n", rank, nproxy_status_str(st));
@@ -298,5 +299,7 @@ TEST(allreduce_shm_4_1m_odd) { run_fp(_metadata, "shm", 4, true, (1 << 20) + 3);
 TEST(allreduce_shm_2_8m) { run_fp(_metadata, "shm", 2, true, 8 << 20); }
 TEST(allreduce_tcp_4_4k) { run_fp(_metadata, "tcp;ofi_rxm", 4, true, 4096); }
 TEST(allreduce_tcp_2_1b) { run_fp(_metadata, "tcp;ofi_rxm", 2, true, 1); }
+TEST(allgather_rxd_4_odd) { run_fp(_metadata, "udp;ofi_rxd", 4, false, 65537); }
+TEST(allreduce_rxd_2_1m_odd) { run_fp(_metadata, "udp;ofi_rxd", 2, true, (1 << 20) + 3); }
 
 TEST_HARNESS_MAIN

@@ -11,8 +11,8 @@ tap_require_cmd python3 timeout
 
 tap_tmpdir
 export NPROXY_HANDSHAKE=memfd
-# libfabric tcp must stay on loopback (it would otherwise pick eth0).
-export FI_TCP_IFACE=lo
+# libfabric tcp and udp must stay on loopback (they would otherwise pick eth0).
+export FI_TCP_IFACE=lo FI_UDP_IFACE=lo
 
 # run_json DESC JSON-FILE PYTHON-CHECKS -- nproxy-run ARGS...
 run_json() {
@@ -99,4 +99,13 @@ run_json "one process, 4 ranks, 1 rank per proxy: four workers" "$tmp/p4.json" \
 run_json "allreduce over tcp;ofi_rxm on lo, busy-spinning workers" "$tmp/tcp.json" \
 	'd["provider"] == "tcp;ofi_rxm" and d["one_thread_per_core"] is True and d["results"][0]["verified"]' \
 	-- --procs 2 --collective allreduce --provider 'tcp;ofi_rxm' --one-thread-per-core --size 256K --iters 3 --warmup 1
+
+# RDM over datagrams, shaped like EFA's RDM over SRD, with EFA's memory
+# registration (every buffer registered, its descriptor on every op).
+NPROXY_NET_MR_MODE=efa run_json "allreduce over udp;ofi_rxd on lo, EFA's registration modes" "$tmp/rxd_ar.json" \
+	'd["provider"] == "udp;ofi_rxd" and all(r["verified"] and r["verify_errors"] == 0 for r in d["results"])' \
+	-- --procs 2 --collective allreduce --provider 'udp;ofi_rxd' --size 256K --iters 3 --warmup 1
+NPROXY_NET_MR_MODE=efa run_json "allgather over udp;ofi_rxd on lo, 4 procs, EFA's registration modes" "$tmp/rxd_ag.json" \
+	'd["provider"] == "udp;ofi_rxd" and d["world_size"] == 4 and all(r["verified"] and r["verify_errors"] == 0 for r in d["results"])' \
+	-- --procs 4 --collective allgather --provider 'udp;ofi_rxd' --size 64K --iters 3 --warmup 1
 tap_done
