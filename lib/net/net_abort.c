@@ -26,6 +26,7 @@
 
 #define ABORT_MAGIC	0x4e504142u	/* "NPAB" */
 #define ABORT_SLOTS	64		/* sends in flight at once */
+#define ABORT_CONNECT_MS	300	/* per send: the provider connecting (-FI_EAGAIN) */
 
 struct net_abort_msg {
 	uint32_t magic;
@@ -147,8 +148,22 @@ static void send_one(struct nproxy_net *net, const struct net_abort_msg *m, uint
 			continue;
 		ab->msgs[1 + i] = *m;
 		ab->send[i].peer = to;
-		rc = fi_tsend(net->ep, &ab->msgs[1 + i], sizeof(*m), net->mrs[ab->mr].desc,
-			      net->peers[to], abort_tag(net), &ab->send[i].ctx);
+		/*
+		 * The open connects each rank only to r +- 2^k; to any other
+		 * peer the provider (ofi_rxm) answers -FI_EAGAIN while it
+		 * connects.  Drive its progress (a zero-entry CQ read handles
+		 * no completion, so nothing re-enters) and post again, for at
+		 * most ABORT_CONNECT_MS.
+		 */
+		for (int64_t until = npx_now_ms() + ABORT_CONNECT_MS;;) {
+			struct fi_cq_tagged_entry none;
+
+			rc = fi_tsend(net->ep, &ab->msgs[1 + i], sizeof(*m), net->mrs[ab->mr].desc,
+				      net->peers[to], abort_tag(net), &ab->send[i].ctx);
+			if (rc != -FI_EAGAIN || npx_now_ms() > until)
+				break;
+			(void)fi_cq_read(net->cq, &none, 0);
+		}
 		if (rc == 0)
 			ab->send[i].posted = 1;
 		else
