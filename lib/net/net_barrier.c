@@ -151,8 +151,8 @@ out:
 
 /*
  * Drive barrier `seq` (the active one) as far as it goes without waiting;
- * net->lock held.  `limit_ms` from the arrival is its deadline (< 0: the
- * waited-for peer's, npx_net_peer_limit_ms()); `what` names it in the error.
+ * net->lock held.  `limit_ms` from the arrival is its deadline; `what`
+ * names it in the error.
  */
 static enum nproxy_status bar_step(struct nproxy_net *net, uint64_t seq, bool *done, int limit_ms,
 				   const char *what)
@@ -198,12 +198,9 @@ static enum nproxy_status bar_step(struct nproxy_net *net, uint64_t seq, bool *d
 			return NPROXY_SUCCESS;
 		}
 	}
-	uint32_t k = bar->round < bar->rounds ? bar->round : 0;
-	uint32_t peer = bar->round < bar->rounds ? bar->recv[k].peer : bar->send[k].peer;
-
-	if (limit_ms < 0)
-		limit_ms = npx_net_peer_limit_ms(net, peer);
 	if (npx_now_ms() - bar->arrived_ms > limit_ms) {
+		uint32_t k = bar->round < bar->rounds ? bar->round : 0;
+		uint32_t peer = bar->round < bar->rounds ? bar->recv[k].peer : bar->send[k].peer;
 		char host[64];
 
 		npx_net_peer_host(net, peer, host, sizeof(host));
@@ -233,7 +230,7 @@ static enum nproxy_status bar_test(void *ctx, uint64_t seq, bool *done)
 		*done = true;
 		st = NPROXY_SUCCESS;
 	} else {
-		st = bar_step(net, seq, done, -1, "host barrier");
+		st = bar_step(net, seq, done, net->timeout_ms, "host barrier");
 	}
 	pthread_mutex_unlock(&net->lock);
 	return st;

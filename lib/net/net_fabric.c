@@ -313,10 +313,8 @@ NPROXY_API enum nproxy_status nproxy_net_open(const struct nproxy_net_opts *opts
 	net->inflight = calloc(2 * (size_t)net->n_ranks, sizeof(*net->inflight));
 	net->chan_stamp = calloc(2 * (size_t)net->n_ranks, sizeof(*net->chan_stamp));
 	net->last_activity_ms = calloc(net->n_ranks, sizeof(*net->last_activity_ms));
-	net->heard_after_open = calloc(net->n_ranks, sizeof(*net->heard_after_open));
 	st = NPROXY_RESOURCE;
-	if (!net->peers || !net->inflight || !net->chan_stamp || !net->last_activity_ms ||
-	    !net->heard_after_open)
+	if (!net->peers || !net->inflight || !net->chan_stamp || !net->last_activity_ms)
 		goto fail;
 
 	st = npx_net_xchg_open(&x, opts, opts->rdzv_timeout_ms ? (int)opts->rdzv_timeout_ms :
@@ -346,8 +344,6 @@ NPROXY_API enum nproxy_status nproxy_net_open(const struct nproxy_net_opts *opts
 		st = npx_net_barrier_connect(net, x.timeout_ms);
 	if (st != NPROXY_SUCCESS)
 		goto fail;
-	net->open_limit_ms = x.timeout_ms;
-	net->opened = true;
 	npx_net_xchg_close(&x);
 	nproxy_log(NPROXY_LOG_INFO, "net rank %u of %u: comm %u on %s, %u credits, %d ms timeout",
 		   net->rank, net->n_ranks, net->comm_id, net->prov, net->credits, net->timeout_ms);
@@ -393,7 +389,6 @@ NPROXY_API void nproxy_net_close(struct nproxy_net *net)
 	free(net->inflight);
 	free(net->chan_stamp);
 	free(net->last_activity_ms);
-	free(net->heard_after_open);
 	pthread_mutex_destroy(&net->lock);
 	free(net);
 }

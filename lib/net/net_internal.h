@@ -147,16 +147,6 @@ struct nproxy_net {
 	uint32_t *chan_stamp;		/* [peer * 2 + is_send]: blocked in scan # */
 	uint32_t scan;			/* scan counter for chan_stamp */
 	int64_t *last_activity_ms;	/* [peer]: last completion involving peer */
-	/*
-	 * A peer is out of its nproxy_net_open() once this rank received
-	 * anything from it after its own open's connect barrier (each rank gets
-	 * one barrier-0 message per round, all before its open returns).
-	 * Until then a wait on that peer is allowed the open's deadline, not
-	 * timeout_ms: the peer may still be connecting to its other neighbours.
-	 */
-	bool opened;			/* this rank's connect barrier is done */
-	bool *heard_after_open;		/* [peer] */
-	int open_limit_ms;		/* the open's (rendezvous) deadline */
 	int64_t last_deadline_check_ms;
 
 	enum nproxy_status failed;	/* sticky: the first op error ends the engine */
@@ -215,9 +205,6 @@ void npx_net_abort_free(struct nproxy_net *net);
 void npx_net_abort_complete(struct nproxy_net *net, struct net_req *req, bool ok);
 /* The peer's address as this rank's provider prints it ("?" if unknown). */
 void npx_net_peer_host(struct nproxy_net *net, uint32_t peer, char *buf, size_t len);
-/* net_cq.c: the no-progress deadline of a wait on peer (see heard_after_open) */
-int npx_net_peer_limit_ms(const struct nproxy_net *net, uint32_t peer);
-void npx_net_heard(struct nproxy_net *net, uint32_t peer);
 /* Abort sends still in the provider's hands. */
 bool npx_net_abort_sending(struct nproxy_net *net);
 /* Post the abort receive again if a failure left it unposted. */
