@@ -42,10 +42,10 @@ PER_HOST=8
 TMO=${SCALE_TIMEOUT_S:-300}
 tmp=$(mktemp -d)
 nsp=npx-bs-$$
-max_hosts=0
+need=0	# namespace hosts made (ns_setup runs in a subshell: every one is tried)
 cleanup() {
 	local h
-	for ((h = 0; h < max_hosts; h++)); do ip netns del "$nsp-$h" 2>/dev/null; done
+	for ((h = 0; h < need; h++)); do ip netns del "$nsp-$h" 2>/dev/null; done
 	ip netns del "$nsp-sw" 2>/dev/null
 	rm -rf "$tmp"
 }
@@ -65,7 +65,6 @@ hosts_for() { local h=$((($1 + PER_HOST - 1) / PER_HOST)); echo $((h < 2 ? 2 : h
 
 # Namespaces for the largest W, made once.
 have_ns=1 ns_note=
-need=0
 for w in "${ws[@]}"; do h=$(hosts_for "$w"); ((h > need)) && need=$h; done
 ns_setup() {
 	local h ns
@@ -73,7 +72,6 @@ ns_setup() {
 		ip -n "$nsp-sw" link set br0 up || return 1
 	for ((h = 0; h < need; h++)); do
 		ns=$nsp-$h
-		max_hosts=$((h + 1))
 		ip netns add "$ns" &&
 			ip link add "bs$h-$$" netns "$ns" type veth peer name "p$h" netns "$nsp-sw" &&
 			ip -n "$ns" link set "bs$h-$$" name eth0 &&
