@@ -136,7 +136,8 @@ check-host:
 
 # The multi-host tests at scale (network namespaces as hosts; needs root):
 # selftests/net/net_scale.sh at SCALE_HOSTS x SCALE_RANKS (default 8 x 8,
-# minutes on 2 cpus; make check runs it at 4 x 2).
+# minutes on 2 cpus; make check runs it at 4 x 2).  80 ranks:
+# make check-scale SCALE_HOSTS=10 SCALE_RANKS=8 (longer; see net.md).
 SCALE_HOSTS ?= 8
 SCALE_RANKS ?= 8
 check-scale:

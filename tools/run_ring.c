@@ -89,6 +89,11 @@ static int op_finish(struct run_rank *rc)
 	} while (st == NPROXY_BUSY);
 	if (st == NPROXY_SUCCESS)
 		return RUN_EXIT_OK;
+	/* A death on another host arrives as the engine's abort: no rank
+	 * number in the result; the reason ("rank R: op N (...): rank D (pid P,
+	 * host A) died ...") names the rank, its pid and host. */
+	if (res.part == NPROXY_COLL_PART_PEER && res.dead_rank == UINT32_MAX)
+		return run_fail(RUN_EXIT_DEAD, "%s", nproxy_coll_strerror(rc->coll));
 	if (res.part == NPROXY_COLL_PART_PEER)
 		return run_fail(RUN_EXIT_DEAD, "rank %u: peer rank %u (pid %d) died during op %" PRIu64,
 				rc->rank, res.dead_rank, res.dead_pid, res.seq);

@@ -334,6 +334,20 @@ static enum nproxy_status op_fail(struct nproxy_coll *c, enum nproxy_coll_part p
 }
 
 /*
+ * An abort about another rank than the local one the bus saw die: that
+ * local rank left because the abort reached it first, and the abort
+ * ("rank D (pid P, host A) ...", nproxy_net_abort_reason) names the cause.
+ */
+static bool abort_names_other(struct nproxy_coll *c, uint32_t local_dead)
+{
+	const char *why = nproxy_net_abort_reason(nproxy_rank_net(c->rank));
+	char mine[32];
+
+	snprintf(mine, sizeof(mine), "rank %u (", local_dead);
+	return *why && strncmp(why, mine, strlen(mine));
+}
+
+/*
  * A dead peer: a local one the bus saw (named by job rank and pid), or one
  * on another host whose death reached this rank as the engine's abort
  * (nproxy_rank_check: named in words, with its host).
@@ -346,7 +360,8 @@ static bool peer_died(struct nproxy_coll *c)
 
 	if (st == NPROXY_SUCCESS)
 		return false;
-	if (st == NPROXY_PEER_DEAD && c->bp && nproxy_bp_dead_peer(c->bp, &dead, &pid)) {
+	if (st == NPROXY_PEER_DEAD && c->bp && nproxy_bp_dead_peer(c->bp, &dead, &pid) &&
+	    !abort_names_other(c, nproxy_rank_of_bus_rank(c->rank, dead))) {
 		c->op.res.dead_rank = nproxy_rank_of_bus_rank(c->rank, dead);
 		c->op.res.dead_pid = pid;
 		op_fail(c, NPROXY_COLL_PART_PEER, st, "peer rank %u (pid %d) died",

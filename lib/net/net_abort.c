@@ -41,7 +41,8 @@ struct net_abort {
 	struct net_req send[ABORT_SLOTS];
 	/*
 	 * A send the provider refused for now (-FI_EAGAIN: shm's first send to
-	 * a peer it has not reached yet, a full queue): kept in its slot with
+	 * a peer it has not reached yet; ofi_rxm connecting to a peer the open
+	 * did not connect, which is any but r +- 2^k; a full queue): kept in its slot with
 	 * its distance in the tree and posted again from nproxy_net_poll()
 	 * and nproxy_net_abort()'s flush, not dropped.
 	 */

@@ -452,18 +452,23 @@ enum nproxy_status nproxy_rank_check(struct nproxy_rank *r)
 {
 	enum nproxy_status st = NPROXY_SUCCESS;
 
+	enum nproxy_status nst = NPROXY_SUCCESS;
+
 	if (!r)
 		return NPROXY_INVALID;
+	/*
+	 * The engine first: a local rank that just left because another
+	 * host's abort reached it looks dead to its bus, and the abort
+	 * (usually in this rank's queue by then too) names the cause.
+	 */
+	if (r->net)
+		nst = nproxy_net_poll(r->net);
 	if (r->bp)
 		st = nproxy_bp_check(r->bp);
-	if (st == NPROXY_PEER_DEAD)
+	if (st == NPROXY_PEER_DEAD && !(r->net && *nproxy_net_abort_reason(r->net)))
 		report_bus_death(r);
-	if (r->net) {
-		enum nproxy_status nst = nproxy_net_poll(r->net);
-
-		if (st == NPROXY_SUCCESS)
-			st = nst;
-	}
+	if (st == NPROXY_SUCCESS)
+		st = nst;
 	if (st == NPROXY_SUCCESS)
 		return st;
 	/* The part's own text, as it is: it was logged when it was set. */

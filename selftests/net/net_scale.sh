@@ -16,6 +16,12 @@
 #  3. A partition (host 1's eth0 down mid-collective): the rank whose ring
 #     predecessor is on host 1 ends at its 5 s deadline naming that host's
 #     address, and no rank is left running.
+#  4. nproxy-run, one process per rank from NPROXY_RANK/NPROXY_LOCAL_RANK:
+#     a rank on host 1 killed mid-run (NPROXY_RUN_KILL) ends every other
+#     rank on every host within NPROXY_SCALE_KILL_BOUND_S (default 10 s)
+#     of its death, with the engine's deadline left at its 30 s default (so
+#     the abort ends them, not a deadline), each rank's output naming the
+#     dead rank, its pid and its host's address.
 #
 # Namespaces and processes are removed on exit.
 . "${NPROXY_TOP:-$(dirname "$0")/../../..}/scripts/tap.sh"
@@ -23,7 +29,9 @@
 tap_require_root
 tap_require_cmd ip
 tap_require_cmd ss
-bin=$(cd "$(dirname "$0")" && pwd)/net_ring
+here=$(cd "$(dirname "$0")" && pwd)
+bin=$here/net_ring
+run=$(cd "$here/../.." && pwd)/bin/nproxy-run
 [[ -x $bin ]] || tap_skip_all "net_ring not built next to this script"
 [[ ${SAN:-} == tsan ]] && tap_skip_all "under TSan (make tsan): its 5 s engine deadlines are too short for TSan's slowdown; the plain and ASan runs cover it"
 
@@ -71,7 +79,7 @@ if ! err=$(setup 2>&1); then
 	tap_skip_all "cannot set up $hosts namespaces on a bridge: $err"
 fi
 
-tap_plan 3
+tap_plan 4
 
 rdzv_ms=60000
 port=$((20000 + $$ % 20000))
@@ -168,3 +176,74 @@ else
 	tap_fail "partition" "rank $victim does not name 10.79.0.2, or a rank was left running" \
 		"$(grep -h . "$tmp/$job.rank$victim.out" | tail -n 3)"
 fi
+
+# 4. nproxy-run: a rank killed on host 1 ends every rank on every host.
+# wait_exits: each rank's exit time (ms since the epoch) in ended_ms[] and
+# its status in rc[]; a rank still running at the deadline is killed.
+if [[ ! -x $run ]]; then
+	tap_skip "nproxy-run kill across hosts" "nproxy-run not built ($run)"
+	tap_done
+fi
+ip -n "$(ns_of 1)" link set eth0 up	# test 3 cut it off
+job=kill
+port=$((port + 1))
+victim=$((per + 1 < n ? per + 1 : n - 1))	# host 1 when there is one
+vhost=10.79.0.$((victim / per + 1))
+bound_s=${NPROXY_SCALE_KILL_BOUND_S:-10}
+for ((r = 0; r < n; r++)); do
+	out=$tmp/$job.rank$r.out
+	ip netns exec "$(ns_of $((r / per)))" env FI_TCP_IFACE=eth0 NPROXY_HANDSHAKE=memfd \
+		NPROXY_RANK=$r NPROXY_WORLD_SIZE=$n NPROXY_LOCAL_RANK=$((r % per)) NPROXY_LOCAL_SIZE=$per \
+		NPROXY_ROOT_COMM_ID="10.79.0.1:$port" NPROXY_NET_RDZV_TIMEOUT_MS=$rdzv_ms \
+		NPROXY_RUN_KILL=$victim:3 \
+		nice "$run" --provider 'tcp;ofi_rxm' --size 4K --iters 200 --warmup 1 --timeout 280 \
+		>"$out" 2>&1 &
+	pids[r]=$!
+done
+now_ms() { date +%s%3N; }
+ended_ms=()
+end=$((SECONDS + 300))
+while :; do
+	left=0
+	for ((r = 0; r < n; r++)); do
+		[[ -n ${ended_ms[r]:-} ]] && continue
+		if kill -0 "${pids[r]}" 2>/dev/null; then
+			left=1
+		else
+			ended_ms[r]=$(now_ms)
+		fi
+	done
+	((left && SECONDS < end)) || break
+	sleep 0.1
+done
+for ((r = 0; r < n; r++)); do
+	if kill -0 "${pids[r]}" 2>/dev/null; then
+		echo "rank $r still running: killed by the test" >>"$tmp/$job.rank$r.out"
+		kill -9 "${pids[r]}" 2>/dev/null
+		ended_ms[r]=$(now_ms)
+	fi
+	wait "${pids[r]}" 2>/dev/null
+	rc[r]=$?
+done
+kill_ms=${ended_ms[victim]}
+slowest=0 unnamed="" late="" zero=""
+for ((r = 0; r < n; r++)); do
+	((r == victim)) && continue
+	d=$((ended_ms[r] - kill_ms))
+	((d > slowest)) && slowest=$d
+	((d > bound_s * 1000)) && late+=" $r"
+	((rc[r] == 0)) && zero+=" $r"
+	grep -qE "rank $victim \(pid ${pids[victim]}, host [^)]*$vhost:" "$tmp/$job.rank$r.out" ||
+		unnamed+=" $r"
+done
+tap_diag "rank $victim (pid ${pids[victim]}) on host $vhost killed; the last of the other $((n - 1)) ranks ended $slowest ms after it"
+if [[ -z $late$unnamed$zero ]] && ! grep -q "killed by the test" "$tmp"/$job.rank*.out; then
+	tap_ok "$n ranks on $hosts hosts (nproxy-run): rank $victim killed on host $vhost, every other rank ended within ${bound_s} s ($slowest ms) naming rank $victim, its pid and host"
+else
+	first=($unnamed $late $zero)
+	tap_fail "kill across hosts" "ended later than ${bound_s} s:${late:- none}" \
+		"not naming rank $victim (pid ${pids[victim]}, host $vhost):${unnamed:- none}" \
+		"exit 0 (not failed):${zero:- none}" \
+		"$(tail -n 4 "$tmp/$job.rank${first[0]:-0}.out")"
+fi
+tap_done
