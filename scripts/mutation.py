@@ -365,7 +365,7 @@ def load_equivalents():
 def tree_hash():
     h = hashlib.sha256()
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "--", "lib", "include",
-                            "selftests", "scripts/run-tests", "scripts/build.mk"],
+                            "selftests", "testlib", "scripts/run-tests", "scripts/build.mk"],
                            cwd=TOP, capture_output=True, text=True, check=True).stdout.split()
     for f in sorted(files):
         p = os.path.join(TOP, f)
@@ -399,7 +399,8 @@ class Worker:
         self.build = os.path.join(root, "build%d" % n)
         self.areas = areas
         files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "--", "VERSION",
-                                "Makefile", "lib", "include", "selftests", "scripts", "tools"],
+                                "Makefile", "lib", "include", "selftests", "testlib", "scripts",
+                                "tools"],
                                cwd=TOP, capture_output=True, text=True, check=True).stdout.split()
         for f in files:
             src = os.path.join(TOP, f)
@@ -412,7 +413,7 @@ class Worker:
         if os.path.isdir(ksft):
             shutil.copytree(ksft, os.path.join(self.build, "kselftest"))
         rc, log = self.make("lib")
-        rc2, log2 = self.make("selftests/common", "test-support")
+        rc2, log2 = self.make("testlib")
         if rc or rc2:
             raise SystemExit("mutation: the unmutated tree does not build:\n" + log + log2)
         self.objs = os.path.join(root, "objs%d" % n)
@@ -427,9 +428,7 @@ class Worker:
             shutil.copy2(f, dst)
 
     def support_files(self):
-        sel = os.path.join(self.build, "selftests")
-        out = glob.glob(os.path.join(sel, "support", "*"))
-        return out + glob.glob(os.path.join(sel, "libnproxy_test.a"))
+        return glob.glob(os.path.join(self.build, "testlib", "*"))
 
     def make(self, sub, *targets):
         return sh(NICE + ["make", "-s", "-C", os.path.join(self.tree, sub), "O=" + self.build]

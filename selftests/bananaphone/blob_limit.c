@@ -4,6 +4,9 @@
  * number, not as the header's macro: one byte over 64 MiB is refused by
  * allgather and by the leader's bcast, with the bus still usable after.
  * A one-rank bus needs no peers, so nothing but the check can refuse.
+ * Exactly 64 MiB is within the limit: a leader's bcast of it reaches a
+ * follower in another process whole (the receiver checks the length its
+ * peer announces against the same limit).
  */
 #include "kselftest_harness.h"
 #include "bp_test.h"
@@ -57,6 +60,44 @@ TEST_F(blob, bcast_one_byte_over_64_mib_refused)
 	ASSERT_EQ(NPROXY_SUCCESS, nproxy_bp_bcast(self->bp, "xy", 2, &out, &out_len, 1000));
 	EXPECT_EQ(2u, out_len);
 	free(out);
+}
+
+struct exact_arg {
+	char job[96];
+};
+
+static int bcast_exact_rank(uint32_t rank, uint32_t n, void *varg)
+{
+	struct exact_arg *arg = varg;
+	uint8_t *data = NULL, *out = NULL;
+	size_t out_len = 0;
+	struct nproxy_bp *bp;
+	enum nproxy_status st;
+
+	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
+	if (rank == 0) {
+		data = malloc(DOCUMENTED_MAX_BLOB);
+		BP_T_CHECK(data, "malloc");
+		memset(data, 0xa5, DOCUMENTED_MAX_BLOB);
+		data[DOCUMENTED_MAX_BLOB - 1] = 0x5a;
+	}
+	st = nproxy_bp_bcast(bp, data, rank == 0 ? DOCUMENTED_MAX_BLOB : 0, (void **)&out, &out_len,
+			     30000);
+	BP_T_CHECK(st == NPROXY_SUCCESS, "bcast: %s: %s", nproxy_status_str(st),
+		   nproxy_bp_strerror(bp));
+	BP_T_CHECK(out_len == DOCUMENTED_MAX_BLOB, "got %zu bytes", out_len);
+	BP_T_CHECK(out[0] == 0xa5 && out[DOCUMENTED_MAX_BLOB - 1] == 0x5a, "wrong bytes");
+	free(out);
+	free(data);
+	bp_t_leave(bp);
+	return 0;
+}
+
+TEST(bcast_of_exactly_64_mib_reaches_a_follower)
+{
+	struct exact_arg arg;
+
+	EXPECT_EQ(0, BP_T_RUN_JOB(&arg, "blob-exact", bcast_exact_rank, 2, 60000));
 }
 
 TEST_HARNESS_MAIN

@@ -217,6 +217,9 @@ static int deadline_rank(uint32_t i, uint32_t n, void *arg)
 		rc = 1;
 	if (!rc && job->phase == 1 && res.prog.state != NPROXY_PROG_TIMEDOUT)
 		rc = 2;
+	/* The device's delay holds back the network stage: still running at the deadline. */
+	if (!rc && job->phase == 0 && !strstr(nproxy_coll_strerror(r.coll), "network task running"))
+		rc = 4;
 	/* Broken: the next op is refused with the first failure's status. */
 	if (!rc && nproxy_coll_start(r.coll, &d) != want)
 		rc = 3;

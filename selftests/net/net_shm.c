@@ -9,12 +9,17 @@
  *    SIGBUS; nproxy_net_open() removes it and opens;
  *  - nproxy_net_shm_sweep() removes the files of dead PIDs only: never a
  *    live PID's, never one a live process has mapped or open, nothing in
- *    a dry run, only one PID's with opts.pid, and no other names.
+ *    a dry run, only one PID's with opts.pid, and no other names;
+ *    a sweep gives back all the memory it took, also when its list of
+ *    candidates cannot grow (a plain build has no leak checker: the
+ *    heap's bytes in use are compared).
  */
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include "kselftest_harness.h"
+#include <nproxy/fault.h>
 #include <nproxy/log.h>
 #include "ring_common.h"
 
@@ -279,6 +284,43 @@ TEST_F(sweep_dir, one_pid_only)
 	EXPECT_EQ(2u, removed);
 	EXPECT_TRUE(exists(self->path[3]));
 	EXPECT_TRUE(exists(self->path[4]));
+}
+
+/* Twice, dry: the first call may set up what lives as long as the process. */
+TEST_F(sweep_dir, a_sweep_gives_back_its_memory)
+{
+	struct nproxy_shm_sweep_opts o = { .size = sizeof(o), .dir = self->dir, .dry_run = true };
+	size_t before;
+
+	ASSERT_EQ((int)NPROXY_SUCCESS, (int)nproxy_net_shm_sweep(&o, NULL));
+	before = mallinfo2().uordblks;
+	ASSERT_EQ((int)NPROXY_SUCCESS, (int)nproxy_net_shm_sweep(&o, NULL));
+	EXPECT_EQ(before, mallinfo2().uordblks);
+}
+
+/* 17 dead regions: the list of candidates grows once, and that growth fails. */
+TEST(a_sweep_out_of_memory_gives_back_its_memory)
+{
+	struct nproxy_shm_sweep_opts o = { .size = sizeof(o), .dry_run = true };
+	char dir[256], path[320];
+	int pid = dead_pid();
+	size_t before;
+
+	ASSERT_GT(pid, 0);
+	ASSERT_EQ(0, nproxy_test_tmpdir(dir, sizeof(dir), "sweep-oom"));
+	o.dir = dir;
+	for (int i = 0; i < 17; i++) {
+		snprintf(path, sizeof(path), "%s/%d:0:%d", dir, pid, i);
+		close(open(path, O_RDWR | O_CREAT | O_EXCL, 0600));
+	}
+	ASSERT_EQ((int)NPROXY_SUCCESS, (int)nproxy_net_shm_sweep(&o, NULL));
+	ASSERT_EQ((int)NPROXY_SUCCESS, (int)nproxy_fault_set("alloc:2"));
+	before = mallinfo2().uordblks;
+	EXPECT_EQ((int)NPROXY_RESOURCE, (int)nproxy_net_shm_sweep(&o, NULL));
+	EXPECT_EQ(before, mallinfo2().uordblks);
+	EXPECT_EQ(1u, nproxy_fault_injected());
+	nproxy_fault_set(NULL);
+	nproxy_test_rmtree(dir);
 }
 
 TEST(bad_arguments)
