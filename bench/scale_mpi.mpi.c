@@ -19,68 +19,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "scale_proc.h"
 
 #define CHUNK_WORDS	1024u
-
-static double boot_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_BOOTTIME, &t);
-	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
-static double process_start_ms(void)
-{
-	char buf[1024], *p;
-	unsigned long long ticks;
-	FILE *f = fopen("/proc/self/stat", "r");
-	size_t n;
-	int field;
-
-	if (!f)
-		return -1;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	p = strrchr(buf, ')');
-	if (!p)
-		return -1;
-	for (field = 2; field < 22 && p; field++)
-		p = strchr(p + 1, ' ');
-	if (!p || sscanf(p + 1, "%llu", &ticks) != 1)
-		return -1;
-	return ticks * 1e3 / (double)sysconf(_SC_CLK_TCK);
-}
-
-static long open_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	long n = 0;
-
-	if (!d)
-		return -1;
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n - 1;
-}
-
-static long rss_kib(void)
-{
-	char line[256];
-	long kib = -1;
-	FILE *f = fopen("/proc/self/status", "r");
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-			break;
-	fclose(f);
-	return kib;
-}
 
 int main(int argc, char **argv)
 {

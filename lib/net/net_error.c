@@ -8,15 +8,10 @@
 #include <nproxy/log.h>
 #include "net_internal.h"
 
-void npx_net_set_err(struct nproxy_net *net, const char *fmt, ...)
+const char *npx_net_who(const struct nproxy_net *net, char *buf)
 {
-	char who[32];
-	va_list ap;
-
-	snprintf(who, sizeof(who), "net rank %u", net->rank);
-	va_start(ap, fmt);
-	npx_err_vset(&net->err, NPX_ERR_NET, NPROXY_LOG_ERROR, NPROXY_SUCCESS, who, fmt, ap);
-	va_end(ap);
+	snprintf(buf, NET_WHO_LEN, "net rank %u", net->rank);
+	return buf;
 }
 
 NPROXY_API const char *nproxy_net_strerror(const struct nproxy_net *net)

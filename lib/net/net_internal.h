@@ -158,8 +158,12 @@ struct nproxy_net {
 };
 
 /* net_error.c: the last error text, the sticky status (its first value wins) */
-void npx_net_set_err(struct nproxy_net *net, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+/* "net rank N" into buf (NET_WHO_LEN): the name the engine's texts start with. */
+#define NET_WHO_LEN	32
+const char *npx_net_who(const struct nproxy_net *net, char *buf);
+#define npx_net_set_err(net, ...)							\
+	((void)npx_err_set(&(net)->err, NPX_ERR_NET, NPROXY_LOG_ERROR, NPROXY_SUCCESS,	\
+			   npx_net_who(net, (char[NET_WHO_LEN]){ 0 }), __VA_ARGS__))
 enum nproxy_status npx_net_fail(struct nproxy_net *net, enum nproxy_status st);
 enum nproxy_status npx_net_post_error(struct nproxy_net *net, ssize_t rc, const char *what,
 				  uint32_t peer);

@@ -9,35 +9,17 @@
 #include <nproxy/log.h>
 #include "proxy_internal.h"
 
-static void comm_err_vset(struct nproxy_comm *comm, enum nproxy_log_level level,
-			  enum nproxy_status st, const char *fmt, va_list ap)
+enum nproxy_status npx_comm_record(struct nproxy_comm *comm, enum nproxy_log_level level,
+				   enum nproxy_status st, const char *fmt, ...)
 {
 	char who[64];
+	va_list ap;
 
 	if (comm)
 		snprintf(who, sizeof(who), "[nec_dev %u gid %u] rank %u", comm->device_index,
 			 comm->gid, comm->rank);
+	va_start(ap, fmt);
 	npx_err_vset(comm ? &comm->err : NULL, NPX_ERR_COMM, level, st, comm ? who : NULL, fmt, ap);
-}
-
-enum nproxy_status npx_comm_err(struct nproxy_comm *comm, enum nproxy_status st,
-				const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	comm_err_vset(comm, NPROXY_LOG_ERROR, st, fmt, ap);
-	va_end(ap);
-	return st;
-}
-
-enum nproxy_status npx_comm_note(struct nproxy_comm *comm, enum nproxy_status st,
-				 const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	comm_err_vset(comm, NPX_LOG_NONE, st, fmt, ap);
 	va_end(ap);
 	return st;
 }

@@ -287,12 +287,14 @@ struct nproxy_comm {
  * failed nproxy_comm_open(), this thread's nproxy_comm_strerror(NULL)), log
  * it at ERROR and return st.
  */
-enum nproxy_status npx_comm_err(struct nproxy_comm *comm, enum nproxy_status st,
-				const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#define npx_comm_err(comm, st, ...) npx_comm_record(comm, NPROXY_LOG_ERROR, st, __VA_ARGS__)
 /* The same without the log line: for failures logged in the reference
  * runtime's own words by the caller, and answers a poll expects. */
-enum nproxy_status npx_comm_note(struct nproxy_comm *comm, enum nproxy_status st,
-				 const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#define npx_comm_note(comm, st, ...) npx_comm_record(comm, NPX_LOG_NONE, st, __VA_ARGS__)
+/* Both: the text recorded, logged at level (NPX_LOG_NONE: not logged). */
+enum nproxy_status npx_comm_record(struct nproxy_comm *comm, enum nproxy_log_level level,
+				   enum nproxy_status st, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
 /* ---- proxy_queue.c ---- */
 struct proxy_queue *npx_proxy_queue_create(uint32_t gid, enum nproxy_idle_policy policy,

@@ -181,14 +181,8 @@ static int efa_modes_rank(uint32_t rank, void *arg)
 static void run_efa_modes(struct __test_metadata *_metadata, const char *provider)
 {
 	struct mr_job job = { .provider = provider };
-	int exits[2], port = ring_free_port();
 
-	ASSERT_GT(port, 0);
-	snprintf(job.root, sizeof(job.root), "127.0.0.1:%d", port);
-	ASSERT_EQ(2, ring_fork_ranks(2, efa_modes_rank, &job, 120000, exits)) {
-		for (uint32_t r = 0; r < 2; r++)
-			TH_LOG("rank %u exit %d", r, exits[r]);
-	}
+	RING_ASSERT_RANKS_OK(2, efa_modes_rank, &job, job.root, 120000);
 }
 
 TEST(efa_modes_shm) { run_efa_modes(_metadata, "shm"); }

@@ -205,14 +205,8 @@ out:
 TEST(held_back_sends_do_not_starve_receives)
 {
 	struct ring_job job = { .provider = "shm", .n = 2, .timeout_ms = 10000 };
-	int exits[2], port = ring_free_port();
 
-	ASSERT_GT(port, 0);
-	snprintf(job.root, sizeof(job.root), "127.0.0.1:%d", port);
-	ASSERT_EQ(2, ring_fork_ranks(2, pingpong_rank, &job, 60000, exits)) {
-		for (uint32_t r = 0; r < 2; r++)
-			TH_LOG("rank %u exit %d", r, exits[r]);
-	}
+	RING_ASSERT_RANKS_OK(2, pingpong_rank, &job, job.root, 60000);
 }
 
 /* One rank, no rendezvous: the ring degenerates, the engine still opens. */

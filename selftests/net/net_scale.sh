@@ -99,21 +99,31 @@ start_job() {
 	done
 }
 
-# wait_job DEADLINE_S: exit codes in rc[]; a rank still running is killed.
+now_ms() { date +%s%3N; }
+
+# wait_job DEADLINE_S: exit codes in rc[], when each rank was seen gone in
+# ended_ms[] (ms); a rank still running at the deadline is killed.
 wait_job() {
 	local end=$((SECONDS + $1)) r left
+	ended_ms=()
 	while :; do
 		left=0
 		for ((r = 0; r < n; r++)); do
-			kill -0 "${pids[r]}" 2>/dev/null && left=1
+			[[ -n ${ended_ms[r]:-} ]] && continue
+			if kill -0 "${pids[r]}" 2>/dev/null; then
+				left=1
+			else
+				ended_ms[r]=$(now_ms)
+			fi
 		done
 		((left && SECONDS < end)) || break
-		sleep 0.2
+		sleep 0.1
 	done
 	for ((r = 0; r < n; r++)); do
 		if kill -0 "${pids[r]}" 2>/dev/null; then
 			echo "rank $r still running: killed by the test" >>"$tmp/$job.rank$r.out"
 			kill -9 "${pids[r]}" 2>/dev/null
+			ended_ms[r]=$(now_ms)
 		fi
 		wait "${pids[r]}" 2>/dev/null
 		rc[r]=$?
@@ -200,31 +210,7 @@ for ((r = 0; r < n; r++)); do
 		>"$out" 2>&1 &
 	pids[r]=$!
 done
-now_ms() { date +%s%3N; }
-ended_ms=()
-end=$((SECONDS + 300))
-while :; do
-	left=0
-	for ((r = 0; r < n; r++)); do
-		[[ -n ${ended_ms[r]:-} ]] && continue
-		if kill -0 "${pids[r]}" 2>/dev/null; then
-			left=1
-		else
-			ended_ms[r]=$(now_ms)
-		fi
-	done
-	((left && SECONDS < end)) || break
-	sleep 0.1
-done
-for ((r = 0; r < n; r++)); do
-	if kill -0 "${pids[r]}" 2>/dev/null; then
-		echo "rank $r still running: killed by the test" >>"$tmp/$job.rank$r.out"
-		kill -9 "${pids[r]}" 2>/dev/null
-		ended_ms[r]=$(now_ms)
-	fi
-	wait "${pids[r]}" 2>/dev/null
-	rc[r]=$?
-done
+wait_job 300
 kill_ms=${ended_ms[victim]}
 slowest=0 unnamed="" late="" zero=""
 for ((r = 0; r < n; r++)); do

@@ -22,6 +22,7 @@
 #include <nproxy/log.h>
 #include <nproxy/net.h>
 #include <nproxy/seam.h>
+#include "self_pair.h"
 
 #define MAX_MSG 64u
 
@@ -98,7 +99,7 @@ int fi_fabric(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *con
 	return rc;
 }
 
-static struct nproxy_net *open_single(enum nproxy_status *st)
+static struct nproxy_net *open_single_status(enum nproxy_status *st)
 {
 	struct nproxy_net_opts o = { .size = sizeof(o), .rank = 0, .n_ranks = 1, .timeout_ms = 5000,
 				     .provider = "shm" };
@@ -106,39 +107,6 @@ static struct nproxy_net *open_single(enum nproxy_status *st)
 
 	*st = nproxy_net_open(&o, &net);
 	return *st == NPROXY_SUCCESS ? net : NULL;
-}
-
-static uint8_t buf[4096];
-
-/* One block: a recv and a send of len bytes to self; its status. */
-static enum nproxy_status run_pair(struct nproxy_net *net, uint32_t len)
-{
-	uint64_t sems[2] = { 0 };
-	struct nproxy_device_sems dev = { .sems = sems, .n_sems = 2 };
-	struct nproxy_net_addr src = { 0 }, dst = { .offset = 1024 };
-	struct nproxy_net_op pair[2] = {
-		{ .kind = NPROXY_NET_OP_RECV, .peer = 0, .addr_idx = 0, .len = len },
-		{ .kind = NPROXY_NET_OP_SEND, .peer = 0, .addr_idx = 0, .len = len },
-	};
-	struct nproxy_fifo_set fs = { .ops = pair, .n_ops = 2, .src = &src, .n_src = 1,
-				      .dst = &dst, .n_dst = 1 };
-	enum nproxy_status st;
-	struct nproxy_seam seam;
-	bool idle, bd = false, done = false;
-	uint32_t mr;
-
-	nproxy_net_seam(net, &seam);
-	if (nproxy_net_mr_register(net, buf, sizeof(buf), &mr))
-		return NPROXY_RESOURCE;
-	src.mr = dst.mr = mr;
-	st = seam.ops->start(seam.engine, 0, 0, &fs, &dev);
-	for (int i = 0; !st && !done && i < 1000000; i++)
-		st = seam.ops->progress(seam.engine, 0, 0, &idle, &bd, &done);
-	if (!st && !done)
-		st = NPROXY_TIMEOUT;
-	seam.ops->stop(seam.engine, 0, 0);
-	nproxy_net_mr_deregister(net, mr);
-	return st;
 }
 
 FIXTURE(max_msg) {
@@ -150,7 +118,7 @@ FIXTURE_SETUP(max_msg)
 	enum nproxy_status st;
 
 	lower_max_msg = true;
-	self->net = open_single(&st);
+	self->net = open_single_status(&st);
 	lower_max_msg = false;
 	if (!self->net)
 		SKIP(return, "no libfabric shm provider here (%s)", nproxy_status_str(st));
@@ -165,7 +133,7 @@ TEST_F(max_msg, a_message_of_exactly_max_msg_size_completes)
 {
 	if (!self->net)
 		return;		/* skipped: this harness runs the body after a SKIP in setup */
-	EXPECT_EQ((int)NPROXY_SUCCESS, (int)run_pair(self->net, MAX_MSG)) {
+	EXPECT_EQ((int)NPROXY_SUCCESS, (int)run_pair(self->net, 0, MAX_MSG, MAX_MSG)) {
 		TH_LOG("error: \"%s\"", nproxy_net_strerror(self->net));
 	}
 }
@@ -176,7 +144,7 @@ TEST_F(max_msg, one_byte_more_is_refused_naming_length_and_limit)
 
 	if (!self->net)
 		return;
-	EXPECT_EQ((int)NPROXY_INVALID, (int)run_pair(self->net, MAX_MSG + 1));
+	EXPECT_EQ((int)NPROXY_INVALID, (int)run_pair(self->net, 0, MAX_MSG + 1, MAX_MSG + 1));
 	snprintf(want, sizeof(want), "len %u (max %u)", MAX_MSG + 1, MAX_MSG);
 	EXPECT_NE(NULL, strstr(nproxy_net_strerror(self->net), want)) {
 		TH_LOG("error: \"%s\"", nproxy_net_strerror(self->net));
@@ -200,7 +168,7 @@ TEST(av_insert_of_nothing_fails_open_with_a_reason)
 
 	nproxy_log_set_sink(keep_av_error, NULL);
 	av_inserts_nothing = true;
-	net = open_single(&st);
+	net = open_single_status(&st);
 	av_inserts_nothing = false;
 	nproxy_log_set_sink(NULL, NULL);
 	if (st == NPROXY_UNSUPPORTED)

@@ -359,6 +359,23 @@ static inline int ring_free_port(void)
 	return nproxy_test_free_port();
 }
 
+/*
+ * In a kselftest TEST: a fresh 127.0.0.1 root written into root (a char
+ * array), then n forked ranks of fn(rank, arg), every one of which must
+ * exit 0 within timeout_ms; the exit codes are logged when not.
+ */
+#define RING_ASSERT_RANKS_OK(n, fn, arg, root, timeout_ms)				\
+	do {										\
+		int exits_[n], port_ = ring_free_port();				\
+											\
+		ASSERT_GT(port_, 0);							\
+		snprintf(root, sizeof(root), "127.0.0.1:%d", port_);			\
+		ASSERT_EQ((int)(n), ring_fork_ranks(n, fn, arg, timeout_ms, exits_)) {	\
+			for (uint32_t r_ = 0; r_ < (uint32_t)(n); r_++)			\
+				TH_LOG("rank %u exit %d", r_, exits_[r_]);		\
+		}									\
+	} while (0)
+
 struct ring_rank_call {
 	int (*fn)(uint32_t rank, void *arg);
 	void *arg;
