@@ -55,6 +55,7 @@ static uint64_t forced_mode_bits(const char *tok, size_t len)
 enum nproxy_status npx_net_mr_mode_init(struct nproxy_net *net)
 {
 	const char *text, *p;
+	char mode_text[256];
 
 	net->mr_mode = net->info->domain_attr->mr_mode;
 	net->next_mr_key = 1;
@@ -74,8 +75,10 @@ enum nproxy_status npx_net_mr_mode_init(struct nproxy_net *net)
 		p += len;
 		p += strspn(p, ",| ");
 	}
+	/* fi_tostr_r: fi_tostr() writes one buffer of the whole process, and
+	 * the ranks of a process open their engines at once. */
 	nproxy_log(NPROXY_LOG_INFO, "net rank %u: provider %s, mr_mode %s", net->rank, net->prov,
-		   fi_tostr(&net->mr_mode, FI_TYPE_MR_MODE));
+		   fi_tostr_r(mode_text, sizeof(mode_text), &net->mr_mode, FI_TYPE_MR_MODE));
 	return NPROXY_SUCCESS;
 }
 

@@ -203,9 +203,13 @@ static int reported_modes_rank(uint32_t rank, void *arg)
 	if (nproxy_net_open(&o, &net))
 		return 2;
 	if (net->mr_mode != (uint64_t)net->info->domain_attr->mr_mode) {
+		char ours[256], theirs[256];
+
+		/* fi_tostr() returns one buffer: two calls in one printf show one. */
 		fprintf(stderr, "%s: honours %s, the provider reports %s\n", job->provider,
-			fi_tostr(&net->mr_mode, FI_TYPE_MR_MODE),
-			fi_tostr(&net->info->domain_attr->mr_mode, FI_TYPE_MR_MODE));
+			fi_tostr_r(ours, sizeof(ours), &net->mr_mode, FI_TYPE_MR_MODE),
+			fi_tostr_r(theirs, sizeof(theirs), &net->info->domain_attr->mr_mode,
+				   FI_TYPE_MR_MODE));
 		bad = 1;
 	}
 	if (nproxy_net_mr_register(net, buf, sizeof(buf), &id)) {
