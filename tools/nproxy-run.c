@@ -205,6 +205,7 @@ static int run_launched(const struct run_opts *o, struct run_place *place)
 		recs[0] = rec;
 		run_report(o, place, &pt.table, recs, 1, code, rec->error, run_now() - t0);
 	}
+	run_crash_forget();
 	free(rec);
 	return code;
 }

@@ -268,6 +268,8 @@ int run_job(const struct run_opts *o, const struct run_place *place,
  * address 0x... during engine setup (nproxy_net_open)".
  */
 void run_crash_install(struct run_proc_record *rec, bool print, const char *who);
+/* rec is about to be freed: a later fatal signal only kills the process. */
+void run_crash_forget(void);
 void run_phase(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void run_describe_death(const struct run_proc_record *rec, int sig, char *buf, size_t len);
 /* Test hook NPROXY_RUN_CRASH=RANK:ITER[:bus|segv]: the rank, or -1. */

@@ -72,27 +72,29 @@ static bool has_addr(int sig)
 static void on_fatal(int sig, siginfo_t *si, void *uc)
 {
 	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	struct run_proc_record *rec;
 
 	(void)uc;
-	if (crash_rec) {
+	rec = __atomic_load_n(&crash_rec, __ATOMIC_SEQ_CST);
+	if (rec) {
 		/* A kernel-raised fault carries its address; a re-raise does not. */
-		crash_rec->death_addr = has_addr(sig) && si && si->si_code > 0 ?
+		rec->death_addr = has_addr(sig) && si && si->si_code > 0 ?
 					(uint64_t)(uintptr_t)si->si_addr : 0;
-		crash_rec->death_signal = sig;
+		rec->death_signal = sig;
 	}
-	if (crash_print && crash_rec) {
+	if (crash_print && rec) {
 		char msg[256];
 		size_t off = put_str(msg, 0, sizeof(msg), crash_who);
 
 		off = put_str(msg, off, sizeof(msg), ": killed by signal SIG");
 		off = put_str(msg, off, sizeof(msg), sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
-		if (crash_rec->death_addr) {
+		if (rec->death_addr) {
 			off = put_str(msg, off, sizeof(msg), " at address ");
-			off = put_hex(msg, off, sizeof(msg), crash_rec->death_addr);
+			off = put_hex(msg, off, sizeof(msg), rec->death_addr);
 		}
-		if (crash_rec->phase[0]) {
+		if (rec->phase[0]) {
 			off = put_str(msg, off, sizeof(msg), " during ");
-			off = put_str(msg, off, sizeof(msg), (const char *)crash_rec->phase);
+			off = put_str(msg, off, sizeof(msg), (const char *)rec->phase);
 		}
 		off = put_str(msg, off, sizeof(msg), "\n");
 		if (write(STDERR_FILENO, msg, off) < 0)
@@ -101,6 +103,11 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
 	/* Die of the signal itself, as without us: exit statuses stay true. */
 	sigaction(sig, &dfl, NULL);
 	raise(sig);
+}
+
+void run_crash_forget(void)
+{
+	__atomic_store_n(&crash_rec, NULL, __ATOMIC_SEQ_CST);
 }
 
 void run_crash_install(struct run_proc_record *rec, bool print, const char *who)
