@@ -41,6 +41,10 @@ wait_for() {
 one_case() {
 	local sig=$1 target=$2 want=$3 round=$4 desc rc i ranks r left= shm=
 	desc="SIG$sig to the $target, round $round: exit $want, rows and footer kept, nobody blamed, nothing left"
+	# Emptied here, not by the background job's own redirection: that one
+	# may come after wait_for has read the last round's rows.
+	: >"$tmp/out"
+	: >"$tmp/err"
 	# A new session: the job is its own process group, as under a terminal.
 	setsid "$RUN" -p 4 -s 4K,8K,16K,32K -n 3 -w 0 --device-delay-us 300000 --timeout 100 \
 		>"$tmp/out" 2>"$tmp/err" &
