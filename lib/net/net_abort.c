@@ -210,6 +210,9 @@ static void retry_queued(struct nproxy_net *net)
 	struct net_abort *ab = net->abort;
 	struct net_abort_msg m;
 
+	/* Called on every poll: the process-wide lock only when there is work. */
+	if (!memchr(ab->queued, 1, sizeof(ab->queued)))
+		return;
 	npx_net_in_process_lock();
 	for (uint32_t i = 0; i < ABORT_SLOTS; i++) {
 		if (!ab->queued[i])
