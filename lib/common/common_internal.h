@@ -138,6 +138,9 @@ static inline uint64_t npx_deadline_ns(uint64_t timeout_ms)
 	return npx_now_ns() + timeout_ms * 1000000ull;
 }
 
+/* getpid(), cached (lib/common/self_pid.c): reset in every fork() child. */
+pid_t npx_self_pid(void);
+
 /*
  * The proxy-state page's clock: COARSE is a vDSO read of the tick, no
  * hardware counter and no syscall, cheap enough for every task transition.

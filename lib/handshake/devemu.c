@@ -49,6 +49,14 @@
 #define DEVEMU_SPIN_WAIT_NS	50000ULL
 /* An idle emulator thread re-checks its state at least this often. */
 #define DEVEMU_IDLE_RECHECK_NS	1000000000ULL
+/*
+ * For this long after a program ends, the idle thread looks every
+ * DEVEMU_SEM_POLL_NS, as it would inside a WAIT_SEM: the next program of
+ * a loop of ops then finds it due sooner than its own WAIT_SEM re-check,
+ * and its submit needs no wake-up of the thread (one futex call and a
+ * thread switch per op, on a CPU the op's own threads need).
+ */
+#define DEVEMU_HOT_NS		100000000ULL
 /* Bound on how long cancel waits for the thread to notice (it is prompt). */
 #define DEVEMU_CANCEL_WAIT_NS	5000000000ULL
 
@@ -75,6 +83,7 @@ struct devemu {
 	bool finished;			/* finished and not collected */
 	uint64_t next_seq;
 	uint64_t submit_ns;
+	uint64_t finish_ns;		/* when the last program ended */
 	struct nproxy_prog_step *steps;	/* grows, never shrinks: no malloc per program */
 	uint32_t n_steps, cap_steps;
 	struct nproxy_prog_result result;
@@ -154,7 +163,8 @@ static void finish_program(struct devemu *emu, uint32_t state)
 		res->error = -EINVAL;
 		break;
 	}
-	res->elapsed_ns = npx_now_ns() - emu->submit_ns;
+	emu->finish_ns = npx_now_ns();
+	res->elapsed_ns = emu->finish_ns - emu->submit_ns;
 
 	emu->running = false;
 	emu->finished = true;
@@ -258,6 +268,8 @@ static void *devemu_main(void *arg)
 		if (emu->stop)
 			break;
 		in_delay = emu->running && emu->steps[emu->pc].op == NPROXY_STEP_DELAY;
+		if (!wake_ns && emu->finish_ns && now_ns - emu->finish_ns < DEVEMU_HOT_NS)
+			wake_ns = now_ns + DEVEMU_SEM_POLL_NS;
 		if (!wake_ns || wake_ns - now_ns > DEVEMU_IDLE_RECHECK_NS)
 			wake_ns = now_ns + DEVEMU_IDLE_RECHECK_NS;
 		emu->thread_wake_ns = wake_ns;
@@ -299,7 +311,7 @@ static void poke_thread(struct devemu *emu, uint64_t wake_ns)
 /* nproxy_device_sem_add rang: run what the increment unblocked, here. */
 void npx_devemu_ring(struct devemu *emu)
 {
-	if (emu->owner != getpid())
+	if (emu->owner != npx_self_pid())
 		return;	/* an inherited region: no device in this process */
 	if (pthread_mutex_trylock(&emu->lock) == 0) {
 		poke_thread(emu, advance(emu));
@@ -316,7 +328,7 @@ void npx_devemu_ring(struct devemu *emu)
  */
 static bool inherited(const struct devemu *emu)
 {
-	if (getpid() == emu->owner)
+	if (npx_self_pid() == emu->owner)
 		return false;
 	nproxy_log(NPROXY_LOG_ERROR,
 		   "handshake: the memfd region's emulated device belongs to pid %d, not %d (inherited across fork)",
@@ -336,7 +348,7 @@ enum nproxy_status npx_devemu_start(const struct devemu_pages *pages, struct dev
 	if (!emu)
 		return NPROXY_RESOURCE;
 	emu->pages = *pages;
-	emu->owner = getpid();
+	emu->owner = npx_self_pid();
 	emu->next_seq = 1;
 	emu->thread_wake_ns = UINT64_MAX;
 
@@ -369,7 +381,7 @@ void npx_devemu_stop(struct devemu *emu)
 {
 	if (!emu)
 		return;
-	if (getpid() != emu->owner) {
+	if (npx_self_pid() != emu->owner) {
 		/* Forked child: no thread to stop, a lock it must not take. */
 		free(emu);
 		return;
