@@ -5,12 +5,16 @@
  * Spin-then-block hand-offs on one 32-bit word (struct wake):
  *
  * A waker makes its condition true, then calls wake_signal(): one atomic
- * increment, and a FUTEX_WAKE only when somebody is parked (the sleepers
- * count next to the word).  A waiter reads wake_seq() *before* it checks
- * its condition and passes that value to wake_wait(): if the waker ran in
- * between, the sequence moved and the futex returns at once.  Both sides
- * use sequentially consistent atomics, so either the waiter sees the new
- * sequence or the waker sees the sleeper (no lost wake-up).
+ * update of the word, and a FUTEX_WAKE only when a waiter has marked the
+ * word since the last signal (its low bit: "somebody parks on this
+ * value"); a second signal before the woken threads run again finds the
+ * mark gone and makes no system call.  A waiter reads wake_seq() *before*
+ * it checks its condition and passes that value to wake_wait(): if the
+ * waker ran in between, the sequence moved and the futex returns at once.
+ * The mark is set with a compare-and-swap on the very value the futex
+ * waits on, and a signal clears it in the same update that moves the
+ * sequence, so either the waiter's futex sees the new value or the waker
+ * sees the mark (no lost wake-up).
  *
  * Every wait has a timeout: callers re-check their condition, stop flags
  * and deadlines after each return, as futex waits can end spuriously.
@@ -44,9 +48,14 @@ enum nproxy_status npx_opts_check(const void *opts, size_t min_size, size_t know
 	npx_opts_check((opts), sizeof(*(opts)), sizeof(*(opts)), (what))
 
 struct wake {
-	uint32_t seq;		/* the futex word: bumped by every signal */
-	uint32_t sleepers;	/* threads inside wake_wait() */
+	/*
+	 * The futex word: bits 31..1 count signals (each adds 2), bit 0 is
+	 * the waiters' mark (WAKE_PARKED).
+	 */
+	uint32_t seq;
 };
+
+#define WAKE_PARKED	1u
 
 static inline long wake_futex(uint32_t *word, int op, uint32_t val, const struct timespec *ts)
 {
@@ -55,13 +64,18 @@ static inline long wake_futex(uint32_t *word, int op, uint32_t val, const struct
 
 static inline uint32_t wake_seq(struct wake *w)
 {
-	return __atomic_load_n(&w->seq, __ATOMIC_SEQ_CST);
+	return __atomic_load_n(&w->seq, __ATOMIC_SEQ_CST) & ~WAKE_PARKED;
 }
 
 static inline void wake_signal(struct wake *w)
 {
-	__atomic_add_fetch(&w->seq, 1, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&w->sleepers, __ATOMIC_SEQ_CST))
+	uint32_t old = __atomic_load_n(&w->seq, __ATOMIC_RELAXED);
+
+	/* Move the sequence and take the mark down in one update. */
+	while (!__atomic_compare_exchange_n(&w->seq, &old, (old + 2) & ~WAKE_PARKED, true,
+					    __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+		;
+	if (old & WAKE_PARKED)
 		wake_futex(&w->seq, FUTEX_WAKE, INT_MAX, NULL);
 }
 
@@ -72,11 +86,18 @@ static inline void wake_wait(struct wake *w, uint32_t seen, uint64_t timeout_ns)
 		.tv_sec = (time_t)(timeout_ns / 1000000000ull),
 		.tv_nsec = (long)(timeout_ns % 1000000000ull),
 	};
+	uint32_t cur = __atomic_load_n(&w->seq, __ATOMIC_SEQ_CST);
 
-	__atomic_add_fetch(&w->sleepers, 1, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&w->seq, __ATOMIC_SEQ_CST) == seen)
-		wake_futex(&w->seq, FUTEX_WAIT, seen, &ts);
-	__atomic_sub_fetch(&w->sleepers, 1, __ATOMIC_SEQ_CST);
+	for (;;) {
+		if ((cur & ~WAKE_PARKED) != seen)
+			return;
+		if (cur & WAKE_PARKED ||
+		    __atomic_compare_exchange_n(&w->seq, &cur, cur | WAKE_PARKED, false,
+						__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+			break;
+		/* cur now holds the word a signal (or another waiter) left. */
+	}
+	wake_futex(&w->seq, FUTEX_WAIT, seen | WAKE_PARKED, &ts);
 }
 
 /*
