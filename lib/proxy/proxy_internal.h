@@ -210,6 +210,12 @@ struct proxy_queue {
 	 */
 	uint32_t drivers;
 	struct wake handback;
+	/*
+	 * Until then (npx_now_ns(), atomic) the last driver's group is still
+	 * its: the worker neither ticks nor is signalled, and looks again at
+	 * this time on its own (PROXY_DRIVE_GRACE_NS after a driver left).
+	 */
+	uint64_t driven_until_ns;
 	enum proxy_caller_drives caller_drives;
 
 	pthread_mutex_t state_mtx;

@@ -55,6 +55,16 @@
 #define CONSUMER_DEFAULT_SPIN_NS	0ull
 /* The cv wait is woken by append/destroy; the timeout is only a safety net. */
 #define CV_SAFETY_TIMEOUT_S	1
+/*
+ * How long the group stays with the thread that drove it last.  A loop of
+ * ops waited on by the caller appends its next op well within it, so the
+ * worker is neither woken by that append nor hands the group back and
+ * forth (each a futex call and a thread switch on a CPU the ranks need):
+ * the next wait steps what the last one left.  What nobody comes back for
+ * (an op nobody waits on, the rest of a wait that ran out) is the worker's
+ * after at most this long.
+ */
+#define PROXY_DRIVE_GRACE_NS	1000000ull
 
 enum nproxy_idle_policy npx_proxy_idle_policy_from_env(void)
 {
@@ -184,7 +194,30 @@ struct idle_state {
 	uint64_t since_ns;	/* first tick of this idle spell; 0: not idle */
 	uint64_t park_ns;	/* the next short park */
 	uint64_t no_yield_until_ns; /* ADAPTIVE: a yield lost a time slice */
+	/*
+	 * A driving consumer's own timer slack, saved before its first park
+	 * lowered it (restored when it leaves): IDLE_SLACK_KEEP for the
+	 * worker (its slack is set once, at start), IDLE_SLACK_UNTOUCHED
+	 * until the consumer parks.  Not before: two prctl() calls per wait
+	 * are a measurable part of a small op on a virtual machine.
+	 */
+	int slack;
 };
+
+#define IDLE_SLACK_KEEP		(-2)
+#define IDLE_SLACK_UNTOUCHED	(-1)
+
+/* Before a park of the adaptive policies: a consumer's slack as the worker's. */
+static void idle_lower_slack(struct idle_state *is)
+{
+	if (is->slack != IDLE_SLACK_UNTOUCHED)
+		return;
+	is->slack = prctl(PR_GET_TIMERSLACK);
+	if (is->slack >= 0)
+		prctl(PR_SET_TIMERSLACK, ADAPTIVE_TIMER_SLACK_NS);
+	else
+		is->slack = IDLE_SLACK_KEEP;
+}
 
 /*
  * ADAPTIVE's spin window, one step.  A sched_yield() lets a thread of ours
@@ -263,6 +296,7 @@ static void idle_wait(struct proxy_queue *q, struct idle_state *is, uint32_t see
 		}
 	}
 	__atomic_add_fetch(&q->stat_idle_parks, 1, __ATOMIC_RELAXED);
+	idle_lower_slack(is);
 	if (!polled) {
 		wake_wait(&q->wake, seen, min_u64(ADAPTIVE_PARK_SIGNALLED_NS, cap_ns));
 		if (wake_seq(&q->wake) == seen &&
@@ -433,8 +467,28 @@ static bool queue_has_work(struct proxy_queue *q)
 }
 
 /*
- * A consumer drives: park until the last driver leaves (it signals
- * handback when work is left; an append signals it while nobody drives).
+ * 0 when the group is nobody's but the worker's, else how long the worker
+ * leaves it alone before it looks again: the grace while a consumer drives
+ * (a driver leaving work behind does not signal), what is left of it after
+ * the last one left.
+ */
+static uint64_t driven_for_ns(struct proxy_queue *q)
+{
+	uint64_t until, now;
+
+	if (__atomic_load_n(&q->drivers, __ATOMIC_SEQ_CST))
+		return PROXY_DRIVE_GRACE_NS;
+	until = __atomic_load_n(&q->driven_until_ns, __ATOMIC_SEQ_CST);
+	if (!until)
+		return 0;
+	now = npx_now_ns();
+	return until > now ? until - now : 0;
+}
+
+/*
+ * A consumer drives, or drove within the grace: park until the last driver
+ * leaves and its grace ends (it signals handback when it leaves work and
+ * no grace; an append signals it while nobody drives and no grace runs).
  * The park doubles as the quiescent wait.  Called and returns with mtx held.
  */
 static void worker_park_while_driven(struct proxy_queue *q)
@@ -442,10 +496,11 @@ static void worker_park_while_driven(struct proxy_queue *q)
 	pthread_mutex_unlock(&q->mtx);
 	while (!__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE)) {
 		uint32_t seen = wake_seq(&q->handback);
+		uint64_t left = driven_for_ns(q);
 
-		if (!__atomic_load_n(&q->drivers, __ATOMIC_SEQ_CST))
+		if (!left)
 			break;
-		wake_wait(&q->handback, seen, CV_SAFETY_TIMEOUT_S * 1000000000ull);
+		wake_wait(&q->handback, seen, left);
 	}
 	pthread_mutex_lock(&q->mtx);
 }
@@ -453,7 +508,7 @@ static void worker_park_while_driven(struct proxy_queue *q)
 /* The reference runtime's enc_proxy_queue::process. */
 static void queue_process(struct proxy_queue *q)
 {
-	struct idle_state is = { 0, 0, 0 };
+	struct idle_state is = { 0, 0, 0, IDLE_SLACK_KEEP };
 
 	pthread_mutex_lock(&q->mtx);
 	while (!__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE)) {
@@ -463,7 +518,7 @@ static void queue_process(struct proxy_queue *q)
 		bool all_idle, idle;
 
 		/* A waiting consumer holds the step right: do not fight for it. */
-		if (__atomic_load_n(&q->drivers, __ATOMIC_SEQ_CST)) {
+		if (driven_for_ns(q)) {
 			is.since_ns = 0;
 			worker_park_while_driven(q);
 			continue;
@@ -521,10 +576,8 @@ static bool op_sibling_active(struct proxy_queue *q, const struct proxy_task_sta
 void npx_proxy_queue_drive(struct proxy_queue *q, const struct proxy_task_status *st,
 			   uint64_t timeout_ns)
 {
-	struct idle_state is = { 0, 0, 0 };
+	struct idle_state is = { 0, 0, 0, IDLE_SLACK_UNTOUCHED };
 	uint64_t start = npx_now_ns(), done_ns = 0;
-	int slack = -1;
-	bool work;
 
 	__atomic_add_fetch(&q->drivers, 1, __ATOMIC_SEQ_CST);
 	npx_proxy_queue_lock(q);
@@ -559,29 +612,28 @@ void npx_proxy_queue_drive(struct proxy_queue *q, const struct proxy_task_status
 				continue;
 		}
 		pthread_mutex_unlock(&q->mtx);
-		if (idle) {
-			/* The worker's short parks, without the default 50 us slack. */
-			if (slack < 0 && (q->idle_policy == NPROXY_IDLE_ADAPTIVE ||
-					  q->idle_policy == NPROXY_IDLE_ADAPTIVE_YIELD)) {
-				slack = prctl(PR_GET_TIMERSLACK);
-				if (slack >= 0)
-					prctl(PR_SET_TIMERSLACK, ADAPTIVE_TIMER_SLACK_NS);
-			}
+		/* The worker's short parks (and its 1 us timer slack). */
+		if (idle)
 			idle_wait(q, &is, seen, c.polled, timeout_ns - spent);
-		}
 		while (__atomic_load_n(&q->lock_waiters, __ATOMIC_RELAXED))
 			sched_yield();
 		npx_proxy_queue_lock(q);
 	}
-	work = __atomic_sub_fetch(&q->drivers, 1, __ATOMIC_SEQ_CST) == 0 && queue_has_work(q);
+	/* Before the decrement: the worker that sees no driver sees the grace. */
+	__atomic_store_n(&q->driven_until_ns, npx_now_ns() + PROXY_DRIVE_GRACE_NS,
+			 __ATOMIC_SEQ_CST);
+	__atomic_sub_fetch(&q->drivers, 1, __ATOMIC_SEQ_CST);
 	npx_proxy_queue_unlock(q);
-	if (slack > 0)
-		prctl(PR_SET_TIMERSLACK, (unsigned long)slack);
-	if (work) {
-		/* The worker parks on handback, or is still in an idle park. */
-		wake_signal(&q->handback);
-		wake_signal(&q->wake);
-	}
+	if (is.slack >= 0)
+		prctl(PR_SET_TIMERSLACK, (unsigned long)is.slack);
+	/*
+	 * No signal for work left behind: the worker parked on handback looks
+	 * again within the grace by itself (its parks there are at most that
+	 * long), or is still in an idle or quiescent park it began before
+	 * this driver came, which an append ended or its own bound ends.
+	 * Either way what is left is its within the grace, unless the next
+	 * wait steps it first.
+	 */
 }
 
 /* libnrt's worker_thread: name the thread after its tid, then process(). */
@@ -678,7 +730,7 @@ void npx_proxy_queue_append(struct proxy_queue *q, struct proxy_task *const *tas
 	 * the task, and the last one to leave sees it (the push above and its
 	 * drivers - 1 are both sequentially consistent: one sees the other).
 	 */
-	if (!__atomic_load_n(&q->drivers, __ATOMIC_SEQ_CST))
+	if (!driven_for_ns(q))
 		wake_signal(&q->handback);
 }
 
