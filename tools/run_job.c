@@ -161,10 +161,16 @@ static int run_size(struct run_rank *ranks, const struct job_hooks *h, uint32_t 
 		fire_hooks(h, ranks[0].place->proc_rank, R, *global_iter);
 		for (uint32_t i = 0; i < R; i++)
 			run_fill_inputs(&ranks[i], *global_iter);
+		/*
+		 * CPU time is read before the barrier, not between it and t0:
+		 * the read is a system call (~1 us on a virtual machine), and
+		 * there it would start this rank late against its peers.  The
+		 * barrier's own CPU (a futex wait or wake) counts with the op.
+		 */
+		c0 = cpu_now();
 		code = start_barrier(ranks, R, deadline);
 		if (code)
 			break;
-		c0 = cpu_now();
 		t0 = run_now();
 		code = run_ring_iteration(ranks, R, deadline);
 		t1 = run_now();
