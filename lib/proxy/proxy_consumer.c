@@ -35,7 +35,7 @@ static void status_wait_done(struct proxy_queue *q, struct proxy_task_status *st
 	uint64_t start = npx_now_ns(), now = start;
 
 	/* The waiting thread steps the group itself (proxy_queue.c). */
-	if (npx_proxy_queue_caller_drives(q)) {
+	if (npx_proxy_queue_caller_drives(q, st)) {
 		npx_proxy_queue_drive(q, st, timeout_ns);
 		return;
 	}

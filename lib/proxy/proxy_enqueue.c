@@ -75,6 +75,23 @@ static enum nproxy_status resolve_op(struct nproxy_comm *comm, const struct npro
 	return NPROXY_SUCCESS;
 }
 
+/* The bytes op's REDUCE steps combine, over every stream and block. */
+static uint64_t reduce_bytes(const struct nproxy_cc_op *op)
+{
+	uint64_t bytes = 0;
+
+	/* Not validated yet (the seam's start does): look only where it can. */
+	for (uint32_t s = 0; s < op->streams_n; s++)
+		for (uint32_t b = 0; op->streams[s].blocks && b < op->streams[s].n_blocks; b++) {
+			const struct nproxy_fifo_set *f = &op->streams[s].blocks[b];
+
+			for (uint32_t i = 0; f->ops && i < f->n_ops; i++)
+				if (f->ops[i].kind == NPROXY_NET_OP_REDUCE)
+					bytes += f->ops[i].len;
+		}
+	return bytes;
+}
+
 enum nproxy_status nproxy_enq_proxy_tasks(struct nproxy_comm *comm, const struct nproxy_cc_op *in,
 					  uint64_t exec_id, uint64_t *ctx_out)
 {
@@ -107,6 +124,8 @@ enum nproxy_status nproxy_enq_proxy_tasks(struct nproxy_comm *comm, const struct
 	bar_st = npx_proxy_status_new(comm, ctx, NPROXY_TASK_BARRIER);
 	if (!net_st || !bar_st)
 		goto err;
+	net_st->auto_drive = bar_st->auto_drive =
+		npx_proxy_auto_drives(comm->n_ranks, reduce_bytes(&op));
 	net = npx_proxy_net_task_new(comm, &op, words, &dev, net_st, exec_id);
 	if (!net)
 		goto err;

@@ -144,6 +144,8 @@ struct proxy_task_status {
 	uint64_t enc_ctx;
 	const struct nproxy_comm *comm;	/* ctx is unique per comm only */
 	struct nproxy_proxy_task *pub;	/* published copy for tools, or NULL */
+	/* NPROXY_CALLER_DRIVES=auto: a consumer waiting on this task steps the group. */
+	bool auto_drive;
 	/* q->status list links, under q->state_mtx */
 	struct proxy_task_status *prev, *next;
 };
@@ -308,7 +310,16 @@ struct proxy_queue *npx_proxy_queue_create(uint32_t gid, enum nproxy_idle_policy
 /* NPROXY_CALLER_DRIVES: auto (default), always, never. */
 enum proxy_caller_drives npx_proxy_caller_drives_from_env(void);
 /* Does a consumer waiting on a task of this group step the group itself? */
-bool npx_proxy_queue_caller_drives(const struct proxy_queue *q);
+bool npx_proxy_queue_caller_drives(const struct proxy_queue *q,
+				   const struct proxy_task_status *st);
+/*
+ * auto's rule for one op: the waiting thread drives an op of a comm of at
+ * most PROXY_AUTO_DRIVE_MAX_RANKS ranks whose reductions add up to at most
+ * PROXY_AUTO_DRIVE_MAX_REDUCE bytes (Documentation/proxy.md).
+ */
+#define PROXY_AUTO_DRIVE_MAX_RANKS	2u
+#define PROXY_AUTO_DRIVE_MAX_REDUCE	(64u * 1024)
+bool npx_proxy_auto_drives(uint32_t n_ranks, uint64_t reduce_bytes);
 /*
  * Step the group from the calling thread (a consumer waiting on st) until
  * st is DONE, timeout_ns passed or the group stops; the worker is parked

@@ -11,6 +11,7 @@
 #include <sched.h>
 #include "kselftest_harness.h"
 #include "proxy_test_util.h"
+#include "../../lib/proxy/proxy_internal.h"
 
 /* ---- the recording seam: wraps a loopback rank ---- */
 #define REC_MAX_TIDS 8
@@ -367,16 +368,28 @@ TEST(always_makes_the_waiting_thread_step)
 	drives(NULL);
 }
 
-TEST(auto_leaves_the_op_to_the_worker)
+TEST(auto_drives_a_small_op_of_two_ranks)
 {
 	struct pair p;
 
 	drives(NULL);
 	ASSERT_EQ(0, pair_open(&p, 0, 1, 1));
-	/* auto's rule (Documentation/proxy.md): the worker makes every tick. */
-	EXPECT_FALSE(wait_with_late_peer(_metadata, &p));
-	EXPECT_EQ(1, rec_n_tids(&p.rec[0]));
+	/* auto's rule (Documentation/proxy.md): 2 ranks, no reduction. */
+	EXPECT_TRUE(wait_with_late_peer(_metadata, &p));
+	EXPECT_EQ(0, __atomic_load_n(&p.overlaps, __ATOMIC_SEQ_CST));
 	pair_close(&p);
+}
+
+TEST(auto_rule_by_ranks_and_reduced_bytes)
+{
+	EXPECT_TRUE(npx_proxy_auto_drives(1, 0));
+	EXPECT_TRUE(npx_proxy_auto_drives(2, 0));
+	EXPECT_TRUE(npx_proxy_auto_drives(2, PROXY_AUTO_DRIVE_MAX_REDUCE));
+	EXPECT_FALSE(npx_proxy_auto_drives(2, PROXY_AUTO_DRIVE_MAX_REDUCE + 1));
+	EXPECT_FALSE(npx_proxy_auto_drives(3, 0));
+	EXPECT_FALSE(npx_proxy_auto_drives(64, 1024));
+	EXPECT_EQ(2u, PROXY_AUTO_DRIVE_MAX_RANKS);
+	EXPECT_EQ(65536u, PROXY_AUTO_DRIVE_MAX_REDUCE);
 }
 
 TEST(the_value_is_read_in_any_case)
@@ -401,8 +414,8 @@ TEST(a_bad_value_is_warned_about_and_means_auto)
 	/* Read once per group: one line per group created. */
 	EXPECT_EQ(2, capture_count("NPROXY_CALLER_DRIVES=\"sometimes\": unknown value, using auto",
 				   1));
-	/* Still a working group, with auto's rule: the op is the worker's. */
-	EXPECT_FALSE(wait_with_late_peer(_metadata, &p));
+	/* Still a working group, with auto's rule: a 2-rank op is driven. */
+	EXPECT_TRUE(wait_with_late_peer(_metadata, &p));
 	pair_close(&p);
 
 	/* Read at group creation only: a later change does not touch a live group. */
