@@ -12,16 +12,24 @@
 #undef TEST_TIMEOUT_DEFAULT
 #define TEST_TIMEOUT_DEFAULT (4 * RT_WAIT_MS / 1000)	/* a forked job's ranks get 3 */
 
-/* Open with o: NPROXY_INVALID, *out NULL and a message holding `words`. */
+/*
+ * Open with o: NPROXY_INVALID, *out NULL and a message that names the
+ * rank ("rank <rank>: ") and holds `words`.
+ */
 static void expect_invalid(struct __test_metadata *_metadata, const struct nproxy_rank_opts *o,
 			   const char *words)
 {
 	struct nproxy_rank *rk = (struct nproxy_rank *)1;
+	char who[32];
 
+	snprintf(who, sizeof(who), "rank %u: ", o->rank);
 	EXPECT_ST(NPROXY_INVALID, nproxy_rank_open(o, &rk));
 	EXPECT_EQ(NULL, rk);
 	EXPECT_NE(NULL, strstr(nproxy_rank_strerror(NULL), words)) {
 		TH_LOG("message \"%s\" lacks \"%s\"", nproxy_rank_strerror(NULL), words);
+	}
+	EXPECT_EQ(0, strncmp(nproxy_rank_strerror(NULL), who, strlen(who))) {
+		TH_LOG("message \"%s\" does not start with \"%s\"", nproxy_rank_strerror(NULL), who);
 	}
 }
 
@@ -63,7 +71,7 @@ TEST(a_bus_needs_a_non_empty_job_id)
 {
 	struct nproxy_rank_opts o = rt_opts("", 0, 2);
 
-	expect_invalid(_metadata, &o, "job id");
+	expect_invalid(_metadata, &o, "options: 2 ranks on this host need a job id for their bus");
 }
 
 TEST(too_many_semaphores_refused)
@@ -71,7 +79,7 @@ TEST(too_many_semaphores_refused)
 	struct nproxy_rank_opts o = rt_opts(NULL, 0, 1);
 
 	o.n_sems = NPROXY_MAX_SEMS + 1;
-	expect_invalid(_metadata, &o, "semaphores");
+	expect_invalid(_metadata, &o, "options: 0 streams, 257 semaphores (at most 4, 256)");
 }
 
 TEST(unknown_idle_policy_refused)
@@ -159,6 +167,52 @@ TEST(two_local_ranks_claiming_one_rank_refused)
 	rt_run_forked(2, twice_main, NULL, 3 * RT_WAIT_MS, codes);
 	EXPECT_EQ(0, codes[0]);
 	EXPECT_EQ(0, codes[1]);
+}
+
+/*
+ * The largest job and the most ranks on a host pass the option checks:
+ * the open goes on to its steps and ends at its deadline (nobody else
+ * comes), not with NPROXY_INVALID.
+ */
+static void expect_past_the_checks(struct __test_metadata *_metadata, struct nproxy_rank_opts *o)
+{
+	struct nproxy_rank *rk = (struct nproxy_rank *)1;
+	enum nproxy_status st;
+
+	o->open_timeout_ms = 300;
+	st = nproxy_rank_open(o, &rk);
+	EXPECT_NE((int)NPROXY_INVALID, (int)st) {
+		TH_LOG("refused: %s", nproxy_rank_strerror(NULL));
+	}
+	EXPECT_NE((int)NPROXY_SUCCESS, (int)st);
+	EXPECT_EQ(NULL, rk);
+	EXPECT_EQ(NULL, strstr(nproxy_rank_strerror(NULL), "options:")) {
+		TH_LOG("\"%s\"", nproxy_rank_strerror(NULL));
+	}
+}
+
+TEST(the_largest_job_passes_the_checks)
+{
+	struct nproxy_rank_opts o = rt_opts(NULL, NPROXY_NET_MAX_RANKS - 1, NPROXY_NET_MAX_RANKS);
+	int port = nproxy_test_free_port();
+	char root[64];
+
+	ASSERT_GT(port, 0);
+	snprintf(root, sizeof(root), "127.0.0.1:%d", port);	/* nobody listens */
+	o.local_rank = 0;
+	o.local_size = 1;
+	o.root = root;
+	expect_past_the_checks(_metadata, &o);
+}
+
+TEST(the_most_ranks_on_a_host_pass_the_checks)
+{
+	struct nproxy_rank_opts o = rt_opts(NULL, 1, NPROXY_BP_MAX_RANKS);
+	char job[64];
+
+	rt_job_id(job, sizeof(job), "most");	/* no leader ever creates it */
+	o.job_id = job;
+	expect_past_the_checks(_metadata, &o);
 }
 
 /* A lone rank opened with o; the test ends it. */
