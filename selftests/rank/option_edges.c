@@ -215,6 +215,34 @@ TEST(the_most_ranks_on_a_host_pass_the_checks)
 	expect_past_the_checks(_metadata, &o);
 }
 
+/*
+ * A provider named by a part of a layered name is one libfabric has:
+ * "ofi_rxm" (the part after the ';' of "tcp;ofi_rxm"), and the parts in
+ * another order.
+ */
+static void expect_provider_taken(struct __test_metadata *_metadata, const char *name)
+{
+	struct nproxy_rank_opts o = rt_opts(NULL, 0, 1);
+	struct nproxy_rank *rk = NULL;
+
+	setenv("FI_TCP_IFACE", "lo", 1);
+	o.provider = name;
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_rank_open(&o, &rk)) {
+		TH_LOG("provider '%s': %s", name, nproxy_rank_strerror(NULL));
+	}
+	nproxy_rank_close(rk);
+}
+
+TEST(the_part_after_a_semicolon_is_a_provider)
+{
+	expect_provider_taken(_metadata, "ofi_rxm");
+}
+
+TEST(the_parts_of_a_layered_provider_in_any_order)
+{
+	expect_provider_taken(_metadata, "ofi_rxm;tcp");
+}
+
 /* A lone rank opened with o; the test ends it. */
 static struct nproxy_rank *open_lone(struct __test_metadata *_metadata,
 				     const struct nproxy_rank_opts *o)
