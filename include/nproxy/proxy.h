@@ -277,10 +277,12 @@ NPROXY_API enum nproxy_status nproxy_wait_status(struct nproxy_comm *comm, uint6
 
 /* ---- introspection (tools, tests) ---- */
 
+/* The comm's proxy group (0 for NULL). */
 NPROXY_API uint32_t nproxy_comm_gid(const struct nproxy_comm *comm);
 /* nproxy_wait_status()'s default wait: the timeout_ms option resolved (0 for NULL). */
 NPROXY_API uint32_t nproxy_comm_timeout_ms(const struct nproxy_comm *comm);
-/* The worker's kernel tid (the <tid> of "proxy-<tid>"), 0 before it ran. */
+/* The worker's kernel tid (the <tid> of "proxy-<tid>"), 0 before it ran
+ * and for NULL. */
 NPROXY_API int nproxy_comm_worker_tid(const struct nproxy_comm *comm);
 
 /* Number of live groups (= worker threads) in this process. */
@@ -309,7 +311,7 @@ struct nproxy_proxy_stats {
 	uint64_t safety_timeouts;
 };
 
-/* NPROXY_NOT_FOUND when no such group. */
+/* NPROXY_NOT_FOUND when no such group, NPROXY_INVALID for a NULL out. */
 NPROXY_API enum nproxy_status nproxy_proxy_group_stats(uint32_t gid,
 						       struct nproxy_proxy_stats *out);
 

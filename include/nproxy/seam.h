@@ -81,6 +81,7 @@ NPROXY_API const char *nproxy_redop_name(enum nproxy_redop op);
 /*
  * acc[i] = acc[i] <op> in[i] for n elements of dtype (AVG reduces as SUM).
  * Half and bfloat16 are computed in float and rounded to nearest even.
+ * MAX and MIN of elements that compare equal (-0 and +0) take in[i].
  * NPROXY_INVALID for an unknown dtype or op.
  */
 NPROXY_API enum nproxy_status nproxy_reduce(void *acc, const void *in, size_t n,

@@ -187,4 +187,23 @@ TEST(barrier_timeout_retry)
 	munmap((void *)arg.entered, NPROXY_BP_MAX_RANKS * sizeof(uint64_t));
 }
 
+/* After this rank's hangup an arrival is refused and not counted. */
+TEST(barrier_arrive_after_hangup_refused)
+{
+	struct nproxy_bp *bp;
+	char job[96];
+	bool done = true;
+
+	bp_t_job(job, sizeof(job), "arrive-hup");
+	ASSERT_EQ(NPROXY_SUCCESS, bp_t_join(job, 0, 1, &bp));
+	nproxy_bp_hangup(bp);
+	EXPECT_EQ(NPROXY_INVALID, nproxy_bp_barrier_arrive(bp, 1));
+	EXPECT_NE(NULL, strstr(nproxy_bp_strerror(bp), "barrier_arrive after this rank hung up"))
+		TH_LOG("\"%s\"", nproxy_bp_strerror(bp));
+	EXPECT_EQ(1u, nproxy_bp_barrier_next_seq(bp));
+	EXPECT_EQ(NPROXY_INVALID, nproxy_bp_barrier_test(bp, 1, &done));
+	EXPECT_FALSE(done);
+	nproxy_bp_close(bp);
+}
+
 TEST_HARNESS_MAIN

@@ -9,6 +9,7 @@
  * welcome's passed fds would be cut off with MSG_CTRUNC).  When the
  * process really is out of descriptors, the join fails naming the cause.
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/resource.h>
 #include "kselftest_harness.h"
@@ -179,6 +180,35 @@ TEST(out_of_descriptors_is_named)
 				       args[r].text);
 	}
 	EXPECT_EQ(before, bp_t_count_fds());
+}
+
+/*
+ * Descriptor 0 is a descriptor like any other: a process whose stdin is
+ * closed gets fd 0 for the bus's segment (the leader's memfd, the copy a
+ * follower receives) and the bus still works.
+ */
+static int fd0_rank(uint32_t rank, uint32_t n, void *varg)
+{
+	struct fd_arg *arg = varg;
+	struct nproxy_bp *bp;
+
+	BP_T_CHECK(bp_t_join_all(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join with fd 0 free");
+	bp_t_leave(bp);
+	return 0;
+}
+
+TEST(a_bus_works_with_descriptor_0_free)
+{
+	struct fd_arg arg = { .held = NULL };
+	struct nproxy_bp *bp;
+	char job[96];
+
+	close(0);
+	bp_t_job(job, sizeof(job), "fd0-lone");
+	ASSERT_EQ(NPROXY_SUCCESS, bp_t_join(job, 0, 1, &bp));
+	bp_t_leave(bp);
+	EXPECT_EQ(-1, fcntl(0, F_GETFD));	/* the lone bus gave its fd 0 back */
+	EXPECT_EQ(0, BP_T_RUN_JOB(&arg, "fd0", fd0_rank, 2, 20000));
 }
 
 TEST_HARNESS_MAIN

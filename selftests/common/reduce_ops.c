@@ -272,6 +272,34 @@ TEST(the_accumulator_may_be_the_input)
 	}
 }
 
+/*
+ * MAX and MIN of values that compare equal take the input's element, in
+ * every float type as in half and bfloat16 (the oracle above): of -0 and
+ * +0 the input's zero wins, whichever sign the accumulator had.
+ */
+#define CHECK_SIGNED_ZEROS(T, DT, OP)						\
+	do {									\
+		T acc[2] = { -0.0, 0.0 }, in[2] = { 0.0, -0.0 };		\
+										\
+		ASSERT_EQ(NPROXY_SUCCESS, nproxy_reduce(acc, in, 2, DT, OP));	\
+		EXPECT_FALSE(signbit(acc[0])) TH_LOG("%s %s: -0 op +0 kept -0",	\
+						     #T, nproxy_redop_name(OP));	\
+		EXPECT_TRUE(signbit(acc[1])) TH_LOG("%s %s: +0 op -0 kept +0",	\
+						    #T, nproxy_redop_name(OP));	\
+	} while (0)
+
+TEST(min_of_signed_zeros_takes_the_input)
+{
+	CHECK_SIGNED_ZEROS(float, NPROXY_FLOAT32, NPROXY_MIN);
+	CHECK_SIGNED_ZEROS(double, NPROXY_FLOAT64, NPROXY_MIN);
+}
+
+TEST(max_of_signed_zeros_takes_the_input)
+{
+	CHECK_SIGNED_ZEROS(float, NPROXY_FLOAT32, NPROXY_MAX);
+	CHECK_SIGNED_ZEROS(double, NPROXY_FLOAT64, NPROXY_MAX);
+}
+
 TEST(unknown_type_or_operator_is_invalid)
 {
 	uint32_t a = 1, b = 2;

@@ -5,6 +5,7 @@
  *   a root host that does not resolve: NPROXY_INVALID, "cannot resolve root";
  *   a root port another process listens on: NPROXY_RESOURCE after the
  *   bind retries, "in use by another process".
+ * Neither leaves a descriptor behind.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -73,6 +74,38 @@ TEST(port_held_by_another_listener_is_resource_and_says_so)
 		TH_LOG("logged \"%s\"", logged);
 	}
 	close(fd);
+}
+
+/* The refused root closes its socket: the process holds what it held. */
+TEST(port_held_by_another_listener_leaves_no_descriptor)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	struct nproxy_rdzv *rz = NULL;
+	char root[64];
+	int fd, port, before;
+
+	port = nproxy_test_free_port();
+	ASSERT_LT(0, port);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ASSERT_LE(0, fd);
+	sin.sin_port = htons((uint16_t)port);
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ASSERT_EQ(0, bind(fd, (struct sockaddr *)&sin, sizeof(sin)));
+	ASSERT_EQ(0, listen(fd, 1));
+	snprintf(root, sizeof(root), "127.0.0.1:%d", port);
+	before = nproxy_test_count_fds();
+	ASSERT_EQ((int)NPROXY_RESOURCE, (int)open_root(root, &rz));
+	EXPECT_EQ(before, nproxy_test_count_fds());
+	close(fd);
+}
+
+TEST(unresolvable_root_leaves_no_descriptor)
+{
+	struct nproxy_rdzv *rz = NULL;
+	int before = nproxy_test_count_fds();
+
+	ASSERT_EQ((int)NPROXY_INVALID, (int)open_root("no-such-host.invalid:4242", &rz));
+	EXPECT_EQ(before, nproxy_test_count_fds());
 }
 
 TEST_HARNESS_MAIN
