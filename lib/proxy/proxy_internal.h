@@ -218,6 +218,7 @@ struct proxy_queue {
 	 * this time on its own (PROXY_DRIVE_GRACE_NS after a driver left).
 	 */
 	uint64_t driven_until_ns;
+	uint32_t drive_epoch;		/* drives begun (atomic): tells one long drive from many */
 	enum proxy_caller_drives caller_drives;
 
 	pthread_mutex_t state_mtx;

@@ -508,14 +508,32 @@ static uint64_t driven_for_ns(struct proxy_queue *q)
  */
 static void worker_park_while_driven(struct proxy_queue *q)
 {
+	uint32_t epoch = __atomic_load_n(&q->drive_epoch, __ATOMIC_SEQ_CST);
+	uint64_t park_ns = PROXY_DRIVE_GRACE_NS;
+
 	pthread_mutex_unlock(&q->mtx);
 	while (!__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE)) {
 		uint32_t seen = wake_seq(&q->handback);
 		uint64_t left = driven_for_ns(q);
+		bool driven = __atomic_load_n(&q->drivers, __ATOMIC_SEQ_CST);
 
 		if (!left)
 			break;
-		wake_wait(&q->handback, seen, left);
+		wake_wait(&q->handback, seen, driven ? park_ns : left);
+		/*
+		 * The same drive still on after a whole park: it has lasted at
+		 * least the grace, so its driver signals handback when it
+		 * leaves, and the next park may be longer (a long wait, such as
+		 * a device taking 200 ms, costs a few wake-ups, not one a ms).
+		 */
+		if (__atomic_load_n(&q->drivers, __ATOMIC_SEQ_CST) &&
+		    __atomic_load_n(&q->drive_epoch, __ATOMIC_SEQ_CST) == epoch) {
+			if (park_ns < CV_SAFETY_TIMEOUT_S * 1000000000ull)
+				park_ns *= 2;
+		} else {
+			park_ns = PROXY_DRIVE_GRACE_NS;
+			epoch = __atomic_load_n(&q->drive_epoch, __ATOMIC_SEQ_CST);
+		}
 	}
 	pthread_mutex_lock(&q->mtx);
 }
@@ -594,6 +612,7 @@ void npx_proxy_queue_drive(struct proxy_queue *q, const struct proxy_task_status
 	struct idle_state is = { 0, 0, 0, IDLE_SLACK_UNTOUCHED };
 	uint64_t start = npx_now_ns(), done_ns = 0;
 
+	__atomic_add_fetch(&q->drive_epoch, 1, __ATOMIC_SEQ_CST);
 	__atomic_add_fetch(&q->drivers, 1, __ATOMIC_SEQ_CST);
 	npx_proxy_queue_lock(q);
 	while (!__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE)) {
@@ -642,13 +661,16 @@ void npx_proxy_queue_drive(struct proxy_queue *q, const struct proxy_task_status
 	if (is.slack >= 0)
 		prctl(PR_SET_TIMERSLACK, (unsigned long)is.slack);
 	/*
-	 * No signal for work left behind: the worker parked on handback looks
-	 * again within the grace by itself (its parks there are at most that
-	 * long), or is still in an idle or quiescent park it began before
-	 * this driver came, which an append ended or its own bound ends.
-	 * Either way what is left is its within the grace, unless the next
-	 * wait steps it first.
+	 * No signal after a short drive: the worker parked on handback looks
+	 * again within the grace by itself (its first park under a drive is
+	 * that long), or is still in an idle or quiescent park it began
+	 * before this driver came, which an append ended or its own bound
+	 * ends.  Either way what is left is its within the grace, unless the
+	 * next wait steps it first.  A drive of a grace or more may have let
+	 * the worker's parks grow (worker_park_while_driven): one signal.
 	 */
+	if (npx_now_ns() - start >= PROXY_DRIVE_GRACE_NS)
+		wake_signal(&q->handback);
 }
 
 /* libnrt's worker_thread: name the thread after its tid, then process(). */
