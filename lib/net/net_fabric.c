@@ -353,8 +353,10 @@ NPROXY_API enum nproxy_status nproxy_net_open(const struct nproxy_net_opts *opts
 	net->inflight = calloc(2 * (size_t)net->n_ranks, sizeof(*net->inflight));
 	net->chan_stamp = calloc(2 * (size_t)net->n_ranks, sizeof(*net->chan_stamp));
 	net->last_activity_ms = calloc(net->n_ranks, sizeof(*net->last_activity_ms));
+	net->heard = calloc(net->n_ranks, sizeof(*net->heard));
 	st = NPROXY_RESOURCE;
-	if (!net->peers || !net->inflight || !net->chan_stamp || !net->last_activity_ms)
+	if (!net->peers || !net->inflight || !net->chan_stamp || !net->last_activity_ms ||
+	    !net->heard)
 		goto fail;
 
 	st = npx_net_xchg_open(&x, opts, opts->rdzv_timeout_ms ? (int)opts->rdzv_timeout_ms :
@@ -391,6 +393,8 @@ NPROXY_API enum nproxy_status nproxy_net_open(const struct nproxy_net_opts *opts
 		if (st != NPROXY_SUCCESS)
 			goto fail;
 	}
+	net->open_limit_ms = x.timeout_ms;
+	net->opened = true;
 	npx_net_xchg_close(&x);
 	nproxy_log(NPROXY_LOG_INFO,
 		   "net rank %u of %u: comm %u on %s, %u credits, %d ms timeout (open: %" PRId64 " ms to the names, %" PRId64 " ms connecting, %" PRId64 " ms waiting for the other ranks to connect)",
@@ -470,6 +474,7 @@ NPROXY_API void nproxy_net_close(struct nproxy_net *net)
 	free(net->inflight);
 	free(net->chan_stamp);
 	free(net->last_activity_ms);
+	free(net->heard);
 	pthread_mutex_destroy(&net->lock);
 	free(net);
 }
