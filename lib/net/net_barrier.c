@@ -141,6 +141,7 @@ static enum nproxy_status bar_arrive(void *ctx, uint64_t seq)
 	bar->round = 0;
 	bar->arrived_ms = bar->moved_ms = npx_now_ms();
 	bar->active = bar->rounds > 0;
+	net->first_barrier_in = seq == 1 && bar->active;
 	for (uint32_t k = 0; k < bar->rounds; k++)
 		bar->send[k].done = bar->recv[k].done = 0;
 	if (bar->active)
@@ -200,6 +201,7 @@ static enum nproxy_status bar_step(struct nproxy_net *net, uint64_t seq, bool *d
 			sent &= bar->send[k].done;
 		if (sent) {
 			bar->active = false;
+			net->first_barrier_in = false;
 			*done = true;
 			return NPROXY_SUCCESS;
 		}

@@ -17,10 +17,11 @@
 
 int npx_net_peer_limit_ms(const struct nproxy_net *net, uint32_t peer)
 {
-	if (!net->opened || peer >= net->n_ranks || net->heard[peer] ||
-	    net->open_limit_ms <= net->timeout_ms)
+	if (!net->opened || peer >= net->n_ranks || net->open_limit_ms <= net->timeout_ms)
 		return net->timeout_ms;
-	return net->open_limit_ms;
+	if (net->first_barrier_in || !net->heard[peer])
+		return net->open_limit_ms;
+	return net->timeout_ms;
 }
 
 /* A completion involving peer; a receive says the peer is past its open. */

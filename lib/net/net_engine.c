@@ -432,8 +432,10 @@ static enum nproxy_status post_block(struct nproxy_net *net, struct net_block *b
 /*
  * An op that saw no completion from its peer for timeout_ms is declared
  * failed: a dead peer or a broken link must end the task, not hang it.
- * A peer not heard from since the open gets the open's deadline
- * (npx_net_peer_limit_ms()): it may still be setting up for its first op.
+ * A peer not heard from since the open, and every peer while the first
+ * host barrier is in flight, gets the open's deadline
+ * (npx_net_peer_limit_ms()): a rank may still be setting up for its
+ * first op.
  * Run only on idle ticks, at most once per millisecond.
  */
 static enum nproxy_status check_deadlines(struct nproxy_net *net, struct net_block *b)

@@ -161,6 +161,14 @@ struct nproxy_net {
 	 */
 	bool opened;			/* nproxy_net_open() is returning */
 	bool *heard;			/* [peer]: received from since the open */
+	/*
+	 * A caller's first host barrier (seq 1) done here proves that every
+	 * rank reached its first op.  While it is in flight (a comm's first
+	 * op: its data moves beside its barrier) a wait on a peer already
+	 * heard from may still hang on a rank further up a ring that is not
+	 * at its first op yet: every wait gets the open's deadline until then.
+	 */
+	bool first_barrier_in;		/* host barrier 1 arrived, not done */
 	int open_limit_ms;		/* the open's (rendezvous) deadline */
 	int64_t last_deadline_check_ms;
 

@@ -217,16 +217,45 @@ TEST(held_back_sends_do_not_starve_receives)
  * cpus), the others go straight into a host barrier (or the ops) with a
  * LATE_DEADLINE_MS engine deadline, far below LATE_MS.  Every rank must
  * pass: until a peer has sent anything after the open, a wait on it gets
- * the open's deadline.
+ * the open's deadline.  With the host barrier beside the ops (a comm's
+ * first op), 4 ranks: the rank after the late one forwards nothing before
+ * the late rank's chunk, so the ranks further down the ring wait on a
+ * peer they have heard from -- the first barrier's deadline covers that.
  */
 #define LATE_RANK		2
 #define LATE_MS			3000
 #define LATE_DEADLINE_MS	1000
 
+enum late_barrier {
+	LATE_NO_BARRIER,	/* the ring only */
+	LATE_BARRIER_FIRST,	/* host barrier 1, then the ring */
+	LATE_BARRIER_BESIDE,	/* host barrier 1 arrived, the ring, then its end */
+};
+
 struct late_job {
 	struct ring_job ring;
-	bool barrier_first;	/* a host barrier before the ring, as every comm op has */
+	enum late_barrier barrier;
 };
+
+/* Drive host barrier `seq` (arrived) to its end. */
+static int late_barrier_end(struct nproxy_net *net, struct nproxy_host_barrier *bar,
+			    uint32_t rank)
+{
+	int64_t end = ring_now_ms() + RING_BACKSTOP_MS(LATE_DEADLINE_MS);
+	enum nproxy_status st = NPROXY_SUCCESS;
+	bool done = false;
+
+	while (st == NPROXY_SUCCESS && !done && ring_now_ms() < end) {
+		st = bar->ops->test(bar->ctx, 1, &done);
+		if (!done)
+			usleep(200);
+	}
+	if (st == NPROXY_SUCCESS && done)
+		return 0;
+	fprintf(stderr, "rank %u: host barrier: %s: %s\n", rank, nproxy_status_str(st),
+		nproxy_net_strerror(net));
+	return 1;
+}
 
 static int late_peer_rank(uint32_t rank, void *arg)
 {
@@ -237,7 +266,6 @@ static int late_peer_rank(uint32_t rank, void *arg)
 	};
 	struct nproxy_host_barrier bar;
 	struct nproxy_net *net;
-	enum nproxy_status st = NPROXY_SUCCESS;
 	int bad = 0;
 
 	setenv("FI_PROVIDER", job->ring.provider, 1);
@@ -246,42 +274,46 @@ static int late_peer_rank(uint32_t rank, void *arg)
 		return 2;
 	if (rank == LATE_RANK)
 		usleep(LATE_MS * 1000);
-	if (job->barrier_first) {
-		int64_t end = ring_now_ms() + RING_BACKSTOP_MS(LATE_DEADLINE_MS);
-		bool done = false;
-
-		nproxy_net_host_barrier(net, &bar);
-		st = bar.ops->arrive(bar.ctx, 1);
-		while (st == NPROXY_SUCCESS && !done && ring_now_ms() < end) {
-			st = bar.ops->test(bar.ctx, 1, &done);
-			if (!done)
-				usleep(200);
-		}
-		if (st != NPROXY_SUCCESS || !done) {
-			fprintf(stderr, "rank %u: host barrier: %s: %s\n", rank,
-				nproxy_status_str(st), nproxy_net_strerror(net));
-			bad = 1;
-		}
+	nproxy_net_host_barrier(net, &bar);
+	if (job->barrier != LATE_NO_BARRIER && bar.ops->arrive(bar.ctx, 1) != NPROXY_SUCCESS) {
+		fprintf(stderr, "rank %u: host barrier arrive: %s\n", rank, nproxy_net_strerror(net));
+		bad = 1;
 	}
+	if (!bad && job->barrier == LATE_BARRIER_FIRST)
+		bad = late_barrier_end(net, &bar, rank);
 	if (!bad && ring_allgather(net, 4096, 5, 0, LATE_DEADLINE_MS)) {
 		fprintf(stderr, "rank %u: all-gather: %s\n", rank, nproxy_net_strerror(net));
 		bad = 1;
 	}
+	if (!bad && job->barrier == LATE_BARRIER_BESIDE)
+		bad = late_barrier_end(net, &bar, rank);
 	nproxy_net_close(net);
 	return bad;
 }
 
 static void run_late_peer(struct __test_metadata *_metadata, const char *provider,
-			  bool barrier_first)
+			  enum late_barrier barrier)
 {
-	struct late_job job = { .ring = { .provider = provider, .n = 3 },
-				.barrier_first = barrier_first };
+	struct late_job job = { .ring = { .provider = provider }, .barrier = barrier };
 
-	RING_ASSERT_RANKS_OK(3, late_peer_rank, &job, job.ring.root, 90000);
+	if (barrier == LATE_BARRIER_BESIDE) {
+		job.ring.n = 4;
+		RING_ASSERT_RANKS_OK(4, late_peer_rank, &job, job.ring.root, 90000);
+	} else {
+		job.ring.n = 3;
+		RING_ASSERT_RANKS_OK(3, late_peer_rank, &job, job.ring.root, 90000);
+	}
 }
 
-TEST(late_peer_is_not_dead_tcp_rxm_host_barrier) { run_late_peer(_metadata, "tcp;ofi_rxm", true); }
-TEST(late_peer_is_not_dead_shm_ops) { run_late_peer(_metadata, "shm", false); }
+TEST(late_peer_is_not_dead_tcp_rxm_host_barrier)
+{
+	run_late_peer(_metadata, "tcp;ofi_rxm", LATE_BARRIER_FIRST);
+}
+TEST(late_peer_is_not_dead_shm_ops) { run_late_peer(_metadata, "shm", LATE_NO_BARRIER); }
+TEST(late_peer_up_the_ring_is_not_dead_shm_first_op)
+{
+	run_late_peer(_metadata, "shm", LATE_BARRIER_BESIDE);
+}
 
 /* One rank, no rendezvous: the ring degenerates, the engine still opens. */
 TEST(single_rank)
