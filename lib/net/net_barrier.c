@@ -22,6 +22,7 @@ struct net_barrier {
 	uint32_t rounds;
 	uint32_t round;			/* first round whose recv has not arrived */
 	int64_t arrived_ms;
+	int64_t moved_ms;		/* arrival, or the last round that completed */
 	struct net_req send[BAR_MAX_ROUNDS];
 	struct net_req recv[BAR_MAX_ROUNDS];
 	uint64_t *payload;		/* [0, R): sent; [R, 2R): received; registered */
@@ -138,8 +139,9 @@ static enum nproxy_status bar_arrive(void *ctx, uint64_t seq)
 	}
 	bar->seq = seq;
 	bar->round = 0;
-	bar->arrived_ms = npx_now_ms();
+	bar->arrived_ms = bar->moved_ms = npx_now_ms();
 	bar->active = bar->rounds > 0;
+	net->first_barrier_in = seq == 1 && bar->active;
 	for (uint32_t k = 0; k < bar->rounds; k++)
 		bar->send[k].done = bar->recv[k].done = 0;
 	if (bar->active)
@@ -151,15 +153,19 @@ out:
 
 /*
  * Drive barrier `seq` (the active one) as far as it goes without waiting;
- * net->lock held.  `limit_ms` from the arrival is its deadline; `what`
- * names it in the error.
+ * net->lock held.  `limit_ms` from the arrival is its deadline; < 0: the
+ * waited-for peer's (npx_net_peer_limit_ms()) from the arrival or the last
+ * round done, whichever is later (a wait on a peer still setting up, then
+ * on one already heard from, must not inherit the first wait's time);
+ * `what` names it in the error.
  */
 static enum nproxy_status bar_step(struct nproxy_net *net, uint64_t seq, bool *done, int limit_ms,
 				   const char *what)
 {
 	struct net_barrier *bar = net->bar;
 	enum nproxy_status st;
-	uint32_t moved = 0;
+	uint32_t moved = 0, wait_round, peer;
+	int64_t since;
 
 	st = net->failed;
 	if (st == NPROXY_SUCCESS)
@@ -184,6 +190,7 @@ static enum nproxy_status bar_step(struct nproxy_net *net, uint64_t seq, bool *d
 			break;
 		}
 		bar->round++;
+		bar->moved_ms = npx_now_ms();
 	}
 	if (st != NPROXY_SUCCESS)
 		return st;
@@ -194,18 +201,24 @@ static enum nproxy_status bar_step(struct nproxy_net *net, uint64_t seq, bool *d
 			sent &= bar->send[k].done;
 		if (sent) {
 			bar->active = false;
+			net->first_barrier_in = false;
 			*done = true;
 			return NPROXY_SUCCESS;
 		}
 	}
-	if (npx_now_ms() - bar->arrived_ms > limit_ms) {
-		uint32_t k = bar->round < bar->rounds ? bar->round : 0;
-		uint32_t peer = bar->round < bar->rounds ? bar->recv[k].peer : bar->send[k].peer;
+	wait_round = bar->round < bar->rounds ? bar->round : 0;
+	peer = bar->round < bar->rounds ? bar->recv[wait_round].peer : bar->send[wait_round].peer;
+	since = bar->arrived_ms;
+	if (limit_ms < 0) {
+		limit_ms = npx_net_peer_limit_ms(net, peer);
+		since = bar->moved_ms;
+	}
+	if (npx_now_ms() - since > limit_ms) {
 		char host[64];
 
 		npx_net_peer_host(net, peer, host, sizeof(host));
 		npx_net_set_err(net, "%s %" PRIu64 ": round %u (%s rank %u) not done within %d ms: peer dead or unreachable (host %s)",
-			    what, seq, k, bar->round < bar->rounds ? "recv from" : "send to",
+			    what, seq, wait_round, bar->round < bar->rounds ? "recv from" : "send to",
 			    peer, limit_ms, host);
 		st = NPROXY_TIMEOUT;
 		if (!net->failed)
@@ -230,7 +243,7 @@ static enum nproxy_status bar_test(void *ctx, uint64_t seq, bool *done)
 		*done = true;
 		st = NPROXY_SUCCESS;
 	} else {
-		st = bar_step(net, seq, done, net->timeout_ms, "host barrier");
+		st = bar_step(net, seq, done, -1, "host barrier");
 	}
 	pthread_mutex_unlock(&net->lock);
 	return st;
@@ -256,7 +269,7 @@ enum nproxy_status npx_net_barrier_connect(struct nproxy_net *net, int limit_ms)
 		return NPROXY_SUCCESS;
 	bar->seq = 0;
 	bar->round = 0;
-	bar->arrived_ms = npx_now_ms();
+	bar->arrived_ms = bar->moved_ms = npx_now_ms();
 	bar->active = true;
 	for (uint32_t k = 0; k < bar->rounds; k++)
 		bar->send[k].done = bar->recv[k].done = 0;

@@ -15,12 +15,29 @@
 #define NET_CQ_BATCH		16	/* entries per fi_cq_read */
 #define NET_CQ_MAX_PER_TICK	256	/* bound on one tick's draining */
 
+int npx_net_peer_limit_ms(const struct nproxy_net *net, uint32_t peer)
+{
+	if (!net->opened || peer >= net->n_ranks || net->open_limit_ms <= net->timeout_ms)
+		return net->timeout_ms;
+	if (net->first_barrier_in || !net->heard[peer])
+		return net->open_limit_ms;
+	return net->timeout_ms;
+}
+
+/* A completion involving peer; a receive says the peer is past its open. */
+static void peer_active(struct nproxy_net *net, const struct net_req *req)
+{
+	net->last_activity_ms[req->peer] = npx_now_ms();
+	if (!req->is_send && net->opened)
+		net->heard[req->peer] = true;
+}
+
 void npx_net_barrier_complete(struct nproxy_net *net, struct net_req *req, bool ok)
 {
 	req->posted = 0;
 	req->done = ok;
 	if (ok)
-		net->last_activity_ms[req->peer] = npx_now_ms();
+		peer_active(net, req);
 }
 
 static void apply_sems(struct net_block *b, const struct nproxy_net_op *op);
@@ -33,7 +50,7 @@ static void op_completed(struct nproxy_net *net, struct net_op_state *s)
 	s->req.posted = 0;
 	s->req.done = 1;
 	net->inflight[s->req.peer * 2 + s->req.is_send]--;
-	net->last_activity_ms[s->req.peer] = npx_now_ms();
+	peer_active(net, &s->req);
 	b->n_inflight--;
 	if (b->retired) {
 		npx_net_block_free_if_reaped(net, b);

@@ -432,24 +432,29 @@ static enum nproxy_status post_block(struct nproxy_net *net, struct net_block *b
 /*
  * An op that saw no completion from its peer for timeout_ms is declared
  * failed: a dead peer or a broken link must end the task, not hang it.
+ * A peer not heard from since the open, and every peer while the first
+ * host barrier is in flight, gets the open's deadline
+ * (npx_net_peer_limit_ms()): a rank may still be setting up for its
+ * first op.
  * Run only on idle ticks, at most once per millisecond.
  */
 static enum nproxy_status check_deadlines(struct nproxy_net *net, struct net_block *b)
 {
 	int64_t now = npx_now_ms();
+	int limit;
 
 	if (now == net->last_deadline_check_ms)
 		return NPROXY_SUCCESS;
 	net->last_deadline_check_ms = now;
-	if (b->eagain_since_ms && now - b->eagain_since_ms > net->timeout_ms) {
+	limit = b->eagain_since_ms ? npx_net_peer_limit_ms(net, b->fifos.ops[b->eagain_op].peer) : 0;
+	if (b->eagain_since_ms && now - b->eagain_since_ms > limit) {
 		const struct nproxy_net_op *op = &b->fifos.ops[b->eagain_op];
-
 		char host[64];
 
 		npx_net_peer_host(net, op->peer, host, sizeof(host));
 		npx_net_set_err(net, "stream %u bb %u op %u: %s rank %u (%u bytes): provider refused the post (-FI_EAGAIN) for %d ms: peer dead or unreachable (host %s)",
 			    b->stream, b->bb, b->eagain_op, op_kind(op), op->peer, op->len,
-			    net->timeout_ms, host);
+			    limit, host);
 		return npx_net_fail(net, NPROXY_TIMEOUT);
 	}
 	if (!b->n_inflight)
@@ -463,16 +468,16 @@ static enum nproxy_status check_deadlines(struct nproxy_net *net, struct net_blo
 		since = s->posted_ms;
 		if (net->last_activity_ms[s->req.peer] > since)
 			since = net->last_activity_ms[s->req.peer];
-		if (now - since > net->timeout_ms) {
+		limit = npx_net_peer_limit_ms(net, s->req.peer);
+		if (now - since > limit) {
 			const struct nproxy_net_op *op = &b->fifos.ops[i];
-
 			char host[64];
 
 			npx_net_peer_host(net, op->peer, host, sizeof(host));
 			npx_net_set_err(net,
 				    "stream %u bb %u op %u: %s rank %u (%u bytes) made no progress for %d ms: peer dead or unreachable (host %s)",
 				    b->stream, b->bb, i, op_kind(op), op->peer, op->len,
-				    net->timeout_ms, host);
+				    limit, host);
 			return npx_net_fail(net, NPROXY_TIMEOUT);
 		}
 	}

@@ -5,6 +5,7 @@
  * all-gather of endpoint names that fills the AV.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -274,6 +275,33 @@ out:
 	return st;
 }
 
+/*
+ * After this rank's connect barrier: an all-gather over the rendezvous (or
+ * the bus), so the open returns on no rank before every rank has
+ * connected.  The connect barrier alone does not give that: a rank that
+ * finishes its rounds knows only that every rank arrived, and a peer still
+ * finishing its rounds (seconds when many processes share few cpus) would
+ * be covered by this rank's first op's no-progress deadline.
+ */
+static enum nproxy_status all_connected(struct nproxy_net *net, struct net_xchg *x)
+{
+	size_t *lens = calloc(net->n_ranks, sizeof(size_t));
+	size_t *offs = calloc(net->n_ranks, sizeof(size_t));
+	enum nproxy_status st = NPROXY_RESOURCE;
+	uint8_t ok = 1;
+	void *all = NULL;
+
+	if (lens && offs)
+		st = npx_net_xchg_allgather(x, &ok, sizeof(ok), &all, lens, offs);
+	if (st != NPROXY_SUCCESS)
+		npx_net_set_err(net, "waiting for every rank to connect: %s: %s",
+				nproxy_status_str(st), npx_net_xchg_strerror(x));
+	free(all);
+	free(lens);
+	free(offs);
+	return st;
+}
+
 /* An open's arguments; a refusal is this thread's nproxy_net_strerror(NULL). */
 static enum nproxy_status check_open_args(const struct nproxy_net_opts *opts,
 					  struct nproxy_net **out)
@@ -300,6 +328,7 @@ NPROXY_API enum nproxy_status nproxy_net_open(const struct nproxy_net_opts *opts
 					      struct nproxy_net **out)
 {
 	struct nproxy_net *net;
+	int64_t start_ms = npx_now_ms(), named_ms, connected_ms = 0;
 	struct net_xchg x = { 0 };
 	enum nproxy_status st;
 	bool all_local = true;
@@ -324,8 +353,10 @@ NPROXY_API enum nproxy_status nproxy_net_open(const struct nproxy_net_opts *opts
 	net->inflight = calloc(2 * (size_t)net->n_ranks, sizeof(*net->inflight));
 	net->chan_stamp = calloc(2 * (size_t)net->n_ranks, sizeof(*net->chan_stamp));
 	net->last_activity_ms = calloc(net->n_ranks, sizeof(*net->last_activity_ms));
+	net->heard = calloc(net->n_ranks, sizeof(*net->heard));
 	st = NPROXY_RESOURCE;
-	if (!net->peers || !net->inflight || !net->chan_stamp || !net->last_activity_ms)
+	if (!net->peers || !net->inflight || !net->chan_stamp || !net->last_activity_ms ||
+	    !net->heard)
 		goto fail;
 
 	st = npx_net_xchg_open(&x, opts, opts->rdzv_timeout_ms ? (int)opts->rdzv_timeout_ms :
@@ -351,14 +382,25 @@ NPROXY_API enum nproxy_status nproxy_net_open(const struct nproxy_net_opts *opts
 	if (st != NPROXY_SUCCESS)
 		goto fail_local;
 	npx_net_in_process_add(net);
+	named_ms = npx_now_ms();
 	/* shm needs no connection; every other provider may make one lazily. */
-	if (strcmp(net->prov, "shm"))
+	if (strcmp(net->prov, "shm")) {
 		st = npx_net_barrier_connect(net, x.timeout_ms);
-	if (st != NPROXY_SUCCESS)
-		goto fail;
+		if (st != NPROXY_SUCCESS)
+			goto fail_local;
+		connected_ms = npx_now_ms();
+		st = all_connected(net, &x);
+		if (st != NPROXY_SUCCESS)
+			goto fail;
+	}
+	net->open_limit_ms = x.timeout_ms;
+	net->opened = true;
 	npx_net_xchg_close(&x);
-	nproxy_log(NPROXY_LOG_INFO, "net rank %u of %u: comm %u on %s, %u credits, %d ms timeout",
-		   net->rank, net->n_ranks, net->comm_id, net->prov, net->credits, net->timeout_ms);
+	nproxy_log(NPROXY_LOG_INFO,
+		   "net rank %u of %u: comm %u on %s, %u credits, %d ms timeout (open: %" PRId64 " ms to the names, %" PRId64 " ms connecting, %" PRId64 " ms waiting for the other ranks to connect)",
+		   net->rank, net->n_ranks, net->comm_id, net->prov, net->credits, net->timeout_ms,
+		   named_ms - start_ms, connected_ms ? connected_ms - named_ms : 0,
+		   connected_ms ? npx_now_ms() - connected_ms : 0);
 	*out = net;
 	return NPROXY_SUCCESS;
 fail_local:
@@ -432,6 +474,7 @@ NPROXY_API void nproxy_net_close(struct nproxy_net *net)
 	free(net->inflight);
 	free(net->chan_stamp);
 	free(net->last_activity_ms);
+	free(net->heard);
 	pthread_mutex_destroy(&net->lock);
 	free(net);
 }

@@ -149,6 +149,27 @@ struct nproxy_net {
 	uint32_t *chan_stamp;		/* [peer * 2 + is_send]: blocked in scan # */
 	uint32_t scan;			/* scan counter for chan_stamp */
 	int64_t *last_activity_ms;	/* [peer]: last completion involving peer */
+	/*
+	 * A peer has reached its first op once this rank received anything
+	 * from it after the open (the open's own messages all arrive before
+	 * it returns).  Until then a wait on that peer is allowed the open's
+	 * deadline, not timeout_ms: every rank has connected when the open
+	 * returns, but a peer's setup after it (its comm, its buffers) takes
+	 * seconds when many processes share few cpus, and that is not the
+	 * network's to time.  A peer that dies before its first message is
+	 * named by its host's bus and the cross-host abort.
+	 */
+	bool opened;			/* nproxy_net_open() is returning */
+	bool *heard;			/* [peer]: received from since the open */
+	/*
+	 * A caller's first host barrier (seq 1) done here proves that every
+	 * rank reached its first op.  While it is in flight (a comm's first
+	 * op: its data moves beside its barrier) a wait on a peer already
+	 * heard from may still hang on a rank further up a ring that is not
+	 * at its first op yet: every wait gets the open's deadline until then.
+	 */
+	bool first_barrier_in;		/* host barrier 1 arrived, not done */
+	int open_limit_ms;		/* the open's (rendezvous) deadline */
 	int64_t last_deadline_check_ms;
 
 	enum nproxy_status failed;	/* sticky: the first op error ends the engine */
@@ -178,6 +199,8 @@ uint32_t *npx_net_start_scratch(struct nproxy_net *net, uint32_t n);
 void npx_net_engine_free(struct nproxy_net *net);
 
 /* net_cq.c: the shared completion queue */
+/* The no-progress deadline of a wait on peer (see heard). */
+int npx_net_peer_limit_ms(const struct nproxy_net *net, uint32_t peer);
 enum nproxy_status npx_net_drain_cq(struct nproxy_net *net, uint32_t *moved);
 /* A local op (REDUCE) ran in the posting pass: count it done, apply its increment. */
 void npx_net_local_op_done(struct nproxy_net *net, struct net_op_state *s);

@@ -4,7 +4,8 @@
  * 2 and 4 forked ranks, on shm and on tcp;ofi_rxm (FI_TCP_IFACE=lo), sizes
  * 1 B, 4 KiB, 1 MiB, 8 MiB and odd ones, verified byte for byte; on
  * udp;ofi_rxd (FI_UDP_IFACE=lo) up to 1 MiB + 13.  The
- * rendezvous runs on 127.0.0.1.
+ * rendezvous runs on 127.0.0.1.  A rank slow to reach its first op (3 s
+ * after its open, 1 s engine deadline) is not reported dead.
  *
  * With arguments it runs one rank instead (net_multihost.sh uses that):
  *   net_ring --rank R --ranks N [--sizes a,b,c] [--timeout-ms T] [--hold-ms H]
@@ -207,6 +208,111 @@ TEST(held_back_sends_do_not_starve_receives)
 	struct ring_job job = { .provider = "shm", .n = 2, .timeout_ms = 10000 };
 
 	RING_ASSERT_RANKS_OK(2, pingpong_rank, &job, job.root, 60000);
+}
+
+/*
+ * A peer that is slow to reach its first op is not a dead peer: rank
+ * LATE_RANK sleeps LATE_MS after its open (as a rank whose setup after the
+ * open -- its comm, its buffers -- is slow when many processes share few
+ * cpus), the others go straight into a host barrier (or the ops) with a
+ * LATE_DEADLINE_MS engine deadline, far below LATE_MS.  Every rank must
+ * pass: until a peer has sent anything after the open, a wait on it gets
+ * the open's deadline.  With the host barrier beside the ops (a comm's
+ * first op), 4 ranks: the rank after the late one forwards nothing before
+ * the late rank's chunk, so the ranks further down the ring wait on a
+ * peer they have heard from -- the first barrier's deadline covers that.
+ */
+#define LATE_RANK		2
+#define LATE_MS			3000
+#define LATE_DEADLINE_MS	1000
+
+enum late_barrier {
+	LATE_NO_BARRIER,	/* the ring only */
+	LATE_BARRIER_FIRST,	/* host barrier 1, then the ring */
+	LATE_BARRIER_BESIDE,	/* host barrier 1 arrived, the ring, then its end */
+};
+
+struct late_job {
+	struct ring_job ring;
+	enum late_barrier barrier;
+};
+
+/* Drive host barrier `seq` (arrived) to its end. */
+static int late_barrier_end(struct nproxy_net *net, struct nproxy_host_barrier *bar,
+			    uint32_t rank)
+{
+	int64_t end = ring_now_ms() + RING_BACKSTOP_MS(LATE_DEADLINE_MS);
+	enum nproxy_status st = NPROXY_SUCCESS;
+	bool done = false;
+
+	while (st == NPROXY_SUCCESS && !done && ring_now_ms() < end) {
+		st = bar->ops->test(bar->ctx, 1, &done);
+		if (!done)
+			usleep(200);
+	}
+	if (st == NPROXY_SUCCESS && done)
+		return 0;
+	fprintf(stderr, "rank %u: host barrier: %s: %s\n", rank, nproxy_status_str(st),
+		nproxy_net_strerror(net));
+	return 1;
+}
+
+static int late_peer_rank(uint32_t rank, void *arg)
+{
+	struct late_job *job = arg;
+	struct nproxy_net_opts o = {
+		.size = sizeof(o), .rank = rank, .n_ranks = job->ring.n, .comm_id = 11,
+		.timeout_ms = LATE_DEADLINE_MS, .rdzv_timeout_ms = 30000, .root = job->ring.root,
+	};
+	struct nproxy_host_barrier bar;
+	struct nproxy_net *net;
+	int bad = 0;
+
+	setenv("FI_PROVIDER", job->ring.provider, 1);
+	setenv("FI_TCP_IFACE", "lo", 0);
+	if (nproxy_net_open(&o, &net))
+		return 2;
+	if (rank == LATE_RANK)
+		usleep(LATE_MS * 1000);
+	nproxy_net_host_barrier(net, &bar);
+	if (job->barrier != LATE_NO_BARRIER && bar.ops->arrive(bar.ctx, 1) != NPROXY_SUCCESS) {
+		fprintf(stderr, "rank %u: host barrier arrive: %s\n", rank, nproxy_net_strerror(net));
+		bad = 1;
+	}
+	if (!bad && job->barrier == LATE_BARRIER_FIRST)
+		bad = late_barrier_end(net, &bar, rank);
+	if (!bad && ring_allgather(net, 4096, 5, 0, LATE_DEADLINE_MS)) {
+		fprintf(stderr, "rank %u: all-gather: %s\n", rank, nproxy_net_strerror(net));
+		bad = 1;
+	}
+	if (!bad && job->barrier == LATE_BARRIER_BESIDE)
+		bad = late_barrier_end(net, &bar, rank);
+	nproxy_net_close(net);
+	return bad;
+}
+
+static void run_late_peer(struct __test_metadata *_metadata, const char *provider,
+			  enum late_barrier barrier)
+{
+	struct late_job job = { .ring = { .provider = provider }, .barrier = barrier };
+
+	if (barrier == LATE_BARRIER_BESIDE) {
+		job.ring.n = 4;
+		RING_ASSERT_RANKS_OK(4, late_peer_rank, &job, job.ring.root, 90000);
+	} else {
+		job.ring.n = 3;
+		RING_ASSERT_RANKS_OK(3, late_peer_rank, &job, job.ring.root, 90000);
+	}
+}
+
+TEST(late_peer_is_not_dead_tcp_rxm_host_barrier)
+{
+	run_late_peer(_metadata, "tcp;ofi_rxm", LATE_BARRIER_FIRST);
+}
+TEST(late_peer_is_not_dead_shm_ops) { run_late_peer(_metadata, "shm", LATE_NO_BARRIER); }
+TEST(late_peer_up_the_ring_is_not_dead_shm_first_op)
+{
+	run_late_peer(_metadata, "shm", LATE_BARRIER_BESIDE);
 }
 
 /* One rank, no rendezvous: the ring degenerates, the engine still opens. */
