@@ -324,6 +324,29 @@ static enum nproxy_status check_open_args(const struct nproxy_net_opts *opts,
 	return NPROXY_SUCCESS;
 }
 
+/* The per-peer arrays of an engine of net->n_ranks ranks; false when out of memory. */
+static bool alloc_per_peer(struct nproxy_net *net)
+{
+	net->peers = calloc(net->n_ranks, sizeof(*net->peers));
+	net->inflight = calloc(2 * (size_t)net->n_ranks, sizeof(*net->inflight));
+	net->chan_stamp = calloc(2 * (size_t)net->n_ranks, sizeof(*net->chan_stamp));
+	net->last_activity_ms = calloc(net->n_ranks, sizeof(*net->last_activity_ms));
+	net->heard = calloc(net->n_ranks, sizeof(*net->heard));
+	return net->peers && net->inflight && net->chan_stamp && net->last_activity_ms &&
+	       net->heard;
+}
+
+/* The open's one info line: where its time went (connected_ms 0: no connect phase). */
+static void log_opened(const struct nproxy_net *net, int64_t start_ms, int64_t named_ms,
+		       int64_t connected_ms)
+{
+	nproxy_log(NPROXY_LOG_INFO,
+		   "net rank %u of %u: comm %u on %s, %u credits, %d ms timeout (open: %" PRId64 " ms to the names, %" PRId64 " ms connecting, %" PRId64 " ms waiting for the other ranks to connect)",
+		   net->rank, net->n_ranks, net->comm_id, net->prov, net->credits, net->timeout_ms,
+		   named_ms - start_ms, connected_ms ? connected_ms - named_ms : 0,
+		   connected_ms ? npx_now_ms() - connected_ms : 0);
+}
+
 NPROXY_API enum nproxy_status nproxy_net_open(const struct nproxy_net_opts *opts,
 					      struct nproxy_net **out)
 {
@@ -349,14 +372,8 @@ NPROXY_API enum nproxy_status nproxy_net_open(const struct nproxy_net_opts *opts
 		npx_env_u32("NPROXY_NET_CREDITS", NPROXY_NET_DEFAULT_CREDITS, 1, 4096, &net->credits);
 	net->timeout_ms = opts->timeout_ms ? (int)opts->timeout_ms :
 		env_ms("NPROXY_NET_TIMEOUT_MS", NPROXY_NET_DEFAULT_TIMEOUT_MS);
-	net->peers = calloc(net->n_ranks, sizeof(*net->peers));
-	net->inflight = calloc(2 * (size_t)net->n_ranks, sizeof(*net->inflight));
-	net->chan_stamp = calloc(2 * (size_t)net->n_ranks, sizeof(*net->chan_stamp));
-	net->last_activity_ms = calloc(net->n_ranks, sizeof(*net->last_activity_ms));
-	net->heard = calloc(net->n_ranks, sizeof(*net->heard));
 	st = NPROXY_RESOURCE;
-	if (!net->peers || !net->inflight || !net->chan_stamp || !net->last_activity_ms ||
-	    !net->heard)
+	if (!alloc_per_peer(net))
 		goto fail;
 
 	st = npx_net_xchg_open(&x, opts, opts->rdzv_timeout_ms ? (int)opts->rdzv_timeout_ms :
@@ -393,14 +410,10 @@ NPROXY_API enum nproxy_status nproxy_net_open(const struct nproxy_net_opts *opts
 		if (st != NPROXY_SUCCESS)
 			goto fail;
 	}
+	log_opened(net, start_ms, named_ms, connected_ms);
 	net->open_limit_ms = x.timeout_ms;
 	net->opened = true;
 	npx_net_xchg_close(&x);
-	nproxy_log(NPROXY_LOG_INFO,
-		   "net rank %u of %u: comm %u on %s, %u credits, %d ms timeout (open: %" PRId64 " ms to the names, %" PRId64 " ms connecting, %" PRId64 " ms waiting for the other ranks to connect)",
-		   net->rank, net->n_ranks, net->comm_id, net->prov, net->credits, net->timeout_ms,
-		   named_ms - start_ms, connected_ms ? connected_ms - named_ms : 0,
-		   connected_ms ? npx_now_ms() - connected_ms : 0);
 	*out = net;
 	return NPROXY_SUCCESS;
 fail_local:
