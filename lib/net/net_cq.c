@@ -17,7 +17,9 @@
 
 int npx_net_peer_limit_ms(const struct nproxy_net *net, uint32_t peer)
 {
-	if (!net->opened || peer >= net->n_ranks || net->open_limit_ms <= net->timeout_ms)
+	/* A rank is never late to itself: a refused post to self is local. */
+	if (!net->opened || peer >= net->n_ranks || peer == net->rank ||
+	    net->open_limit_ms <= net->timeout_ms)
 		return net->timeout_ms;
 	if (net->first_barrier_in || !net->heard[peer])
 		return net->open_limit_ms;
