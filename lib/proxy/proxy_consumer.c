@@ -12,6 +12,12 @@
 #include <nproxy/log.h>
 #include "proxy_internal.h"
 
+/*
+ * The group this thread drove last, left in its grace (a pointer compared
+ * against the live groups, never followed on its own).
+ */
+static __thread const struct proxy_queue *graced_by_this_thread;
+
 /* Called with q->state_mtx held. */
 static struct proxy_task_status *status_find(struct proxy_queue *q, const struct nproxy_comm *comm,
 					     uint64_t ctx, enum nproxy_task_type type)
@@ -36,6 +42,10 @@ static void status_wait_done(struct proxy_queue *q, struct proxy_task_status *st
 
 	/* The waiting thread steps the group itself (proxy_queue.c). */
 	if (npx_proxy_queue_caller_drives(q, st)) {
+		/* Its last drive's group is not its next: end that grace. */
+		if (graced_by_this_thread && graced_by_this_thread != q)
+			npx_proxy_registry_end_grace(graced_by_this_thread);
+		graced_by_this_thread = q;
 		npx_proxy_queue_drive(q, st, timeout_ns);
 		return;
 	}

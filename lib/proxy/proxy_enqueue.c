@@ -125,7 +125,7 @@ enum nproxy_status nproxy_enq_proxy_tasks(struct nproxy_comm *comm, const struct
 	if (!net_st || !bar_st)
 		goto err;
 	net_st->auto_drive = bar_st->auto_drive =
-		npx_proxy_auto_drives(comm->n_ranks, reduce_bytes(&op));
+		npx_proxy_auto_drives(comm->n_ranks, reduce_bytes(&op), npx_proxy_comms_open());
 	net = npx_proxy_net_task_new(comm, &op, words, &dev, net_st, exec_id);
 	if (!net)
 		goto err;

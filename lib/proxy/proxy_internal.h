@@ -311,16 +311,23 @@ struct proxy_queue *npx_proxy_queue_create(uint32_t gid, enum nproxy_idle_policy
 /* NPROXY_CALLER_DRIVES: auto (default), always, never. */
 enum proxy_caller_drives npx_proxy_caller_drives_from_env(void);
 /* Does a consumer waiting on a task of this group step the group itself? */
+/* End the grace the last driver left on q (the worker takes over now). */
+void npx_proxy_queue_end_grace(struct proxy_queue *q);
+/* npx_proxy_queue_end_grace(q) if q is still a live group (else nothing). */
+void npx_proxy_registry_end_grace(const struct proxy_queue *q);
 bool npx_proxy_queue_caller_drives(const struct proxy_queue *q,
 				   const struct proxy_task_status *st);
 /*
  * auto's rule for one op: the waiting thread drives an op of a comm of at
  * most PROXY_AUTO_DRIVE_MAX_RANKS ranks whose reductions add up to at most
- * PROXY_AUTO_DRIVE_MAX_REDUCE bytes (Documentation/proxy.md).
+ * PROXY_AUTO_DRIVE_MAX_REDUCE bytes, when that comm is the only one open
+ * in the process (Documentation/proxy.md).
  */
 #define PROXY_AUTO_DRIVE_MAX_RANKS	2u
 #define PROXY_AUTO_DRIVE_MAX_REDUCE	(64u * 1024)
-bool npx_proxy_auto_drives(uint32_t n_ranks, uint64_t reduce_bytes);
+bool npx_proxy_auto_drives(uint32_t n_ranks, uint64_t reduce_bytes, uint32_t comms_open);
+/* Comms open in this process (nproxy_comm_open() minus nproxy_comm_close()). */
+uint32_t npx_proxy_comms_open(void);
 /*
  * Step the group from the calling thread (a consumer waiting on st) until
  * st is DONE, timeout_ns passed or the group stops; the worker is parked

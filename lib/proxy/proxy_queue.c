@@ -106,11 +106,16 @@ enum proxy_caller_drives npx_proxy_caller_drives_from_env(void)
  * 6 us against 18 us); the worker keeps the rest.  Measured on 2 vCPUs
  * (Documentation/proxy.md): with more ranks than CPUs a driving caller
  * spins against the very ranks it waits for, and an op with large
- * reductions ran slower driven (2 ranks, 1 MiB allreduce: 1.2-2x).
+ * reductions ran slower driven (2 ranks, 1 MiB allreduce: 1.2-2x).  A
+ * process with several comms may wait on them in turn from one thread,
+ * whose ops need each other's progress: each would wait out the other's
+ * grace (1 process of 2 ranks, 1 KiB allgather: 128 us against 23 us),
+ * so there the worker keeps every op.
  */
-bool npx_proxy_auto_drives(uint32_t n_ranks, uint64_t reduce_bytes)
+bool npx_proxy_auto_drives(uint32_t n_ranks, uint64_t reduce_bytes, uint32_t comms_open)
 {
-	return n_ranks <= PROXY_AUTO_DRIVE_MAX_RANKS && reduce_bytes <= PROXY_AUTO_DRIVE_MAX_REDUCE;
+	return n_ranks <= PROXY_AUTO_DRIVE_MAX_RANKS && reduce_bytes <= PROXY_AUTO_DRIVE_MAX_REDUCE &&
+	       comms_open <= 1;
 }
 
 bool npx_proxy_queue_caller_drives(const struct proxy_queue *q,
@@ -670,6 +675,19 @@ void npx_proxy_queue_drive(struct proxy_queue *q, const struct proxy_task_status
 	 * the worker's parks grow (worker_park_while_driven): one signal.
 	 */
 	if (npx_now_ns() - start >= PROXY_DRIVE_GRACE_NS)
+		wake_signal(&q->handback);
+}
+
+/*
+ * The thread that left q in its grace drives another group now: it is not
+ * coming back to q soon, so the worker takes what is left at once (a
+ * thread that waits on several comms in turn, whose ops need each other,
+ * would otherwise wait out each grace).  Called under the registry's lock,
+ * which keeps q alive.
+ */
+void npx_proxy_queue_end_grace(struct proxy_queue *q)
+{
+	if (__atomic_exchange_n(&q->driven_until_ns, 0, __ATOMIC_SEQ_CST))
 		wake_signal(&q->handback);
 }
 

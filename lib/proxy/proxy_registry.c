@@ -28,6 +28,13 @@ struct registry_node {
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct registry_node *registry_head;
+/* Comms open in this process, every group (under registry_lock; read atomically). */
+static uint32_t comms_open;
+
+uint32_t npx_proxy_comms_open(void)
+{
+	return __atomic_load_n(&comms_open, __ATOMIC_RELAXED);
+}
 
 /* A positive integer from the environment: 0 when unset, -1 when malformed. */
 static long env_positive(const char *name)
@@ -159,6 +166,7 @@ static enum nproxy_status join_group(struct nproxy_comm *comm, enum nproxy_idle_
 		registry_head = node;
 	}
 	comm->queue = node->queue;
+	__atomic_store_n(&comms_open, comms_open + 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&registry_lock);
 	return NPROXY_SUCCESS;
 }
@@ -243,6 +251,8 @@ void nproxy_comm_close(struct nproxy_comm *comm)
 		if ((*pn)->queue == comm->queue)
 			break;
 	node = *pn;
+	if (node)
+		__atomic_store_n(&comms_open, comms_open - 1, __ATOMIC_RELAXED);
 	if (node && --node->refcnt == 0) {
 		*pn = node->next;
 		/* Joined under the lock, so once we return the group's thread is gone. */
@@ -289,6 +299,20 @@ uint32_t nproxy_proxy_group_count(void)
 		n++;
 	pthread_mutex_unlock(&registry_lock);
 	return n;
+}
+
+void npx_proxy_registry_end_grace(const struct proxy_queue *q)
+{
+	struct registry_node *node;
+
+	/* Compared, never followed, until found among the live groups. */
+	pthread_mutex_lock(&registry_lock);
+	for (node = registry_head; node; node = node->next)
+		if (node->queue == q) {
+			npx_proxy_queue_end_grace(node->queue);
+			break;
+		}
+	pthread_mutex_unlock(&registry_lock);
 }
 
 uint32_t nproxy_proxy_group_refcnt(uint32_t gid)

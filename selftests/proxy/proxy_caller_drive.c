@@ -368,26 +368,31 @@ TEST(always_makes_the_waiting_thread_step)
 	drives(NULL);
 }
 
-TEST(auto_drives_a_small_op_of_two_ranks)
+TEST(auto_leaves_the_op_to_the_worker_in_a_process_of_two_comms)
 {
 	struct pair p;
 
 	drives(NULL);
 	ASSERT_EQ(0, pair_open(&p, 0, 1, 1));
-	/* auto's rule (Documentation/proxy.md): 2 ranks, no reduction. */
-	EXPECT_TRUE(wait_with_late_peer(_metadata, &p));
-	EXPECT_EQ(0, __atomic_load_n(&p.overlaps, __ATOMIC_SEQ_CST));
+	/* auto's rule (Documentation/proxy.md): a 2-rank op without
+	 * reductions, but the pair's two comms share this process. */
+	EXPECT_EQ(2u, npx_proxy_comms_open());
+	EXPECT_FALSE(wait_with_late_peer(_metadata, &p));
+	EXPECT_EQ(1, rec_n_tids(&p.rec[0]));
 	pair_close(&p);
+	EXPECT_EQ(0u, npx_proxy_comms_open());
 }
 
 TEST(auto_rule_by_ranks_and_reduced_bytes)
 {
-	EXPECT_TRUE(npx_proxy_auto_drives(1, 0));
-	EXPECT_TRUE(npx_proxy_auto_drives(2, 0));
-	EXPECT_TRUE(npx_proxy_auto_drives(2, PROXY_AUTO_DRIVE_MAX_REDUCE));
-	EXPECT_FALSE(npx_proxy_auto_drives(2, PROXY_AUTO_DRIVE_MAX_REDUCE + 1));
-	EXPECT_FALSE(npx_proxy_auto_drives(3, 0));
-	EXPECT_FALSE(npx_proxy_auto_drives(64, 1024));
+	EXPECT_TRUE(npx_proxy_auto_drives(1, 0, 1));
+	EXPECT_TRUE(npx_proxy_auto_drives(2, 0, 1));
+	EXPECT_TRUE(npx_proxy_auto_drives(2, PROXY_AUTO_DRIVE_MAX_REDUCE, 1));
+	EXPECT_FALSE(npx_proxy_auto_drives(2, PROXY_AUTO_DRIVE_MAX_REDUCE + 1, 1));
+	EXPECT_FALSE(npx_proxy_auto_drives(3, 0, 1));
+	EXPECT_FALSE(npx_proxy_auto_drives(64, 1024, 1));
+	/* Several comms in the process: one thread may wait on them in turn. */
+	EXPECT_FALSE(npx_proxy_auto_drives(2, 0, 2));
 	EXPECT_EQ(2u, PROXY_AUTO_DRIVE_MAX_RANKS);
 	EXPECT_EQ(65536u, PROXY_AUTO_DRIVE_MAX_REDUCE);
 }
@@ -414,8 +419,8 @@ TEST(a_bad_value_is_warned_about_and_means_auto)
 	/* Read once per group: one line per group created. */
 	EXPECT_EQ(2, capture_count("NPROXY_CALLER_DRIVES=\"sometimes\": unknown value, using auto",
 				   1));
-	/* Still a working group, with auto's rule: a 2-rank op is driven. */
-	EXPECT_TRUE(wait_with_late_peer(_metadata, &p));
+	/* Still a working group, with auto's rule: two comms, the worker's. */
+	EXPECT_FALSE(wait_with_late_peer(_metadata, &p));
 	pair_close(&p);
 
 	/* Read at group creation only: a later change does not touch a live group. */
