@@ -51,7 +51,7 @@ struct net_abort {
 	struct net_abort_msg *msgs;	/* [0]: receive buffer, [1 + i]: send slot i */
 	uint32_t mr;
 	uint8_t *seen;			/* [n_ranks]: origins already forwarded */
-	bool have_reason;
+	bool have_reason;		/* atomic: set once, after reason is written */
 	char reason[NPX_ERR_LEN];
 };
 
@@ -256,14 +256,15 @@ static void take(struct nproxy_net *net, const struct net_abort_msg *m)
 	if (ab->seen[m->origin])
 		return;
 	ab->seen[m->origin] = 1;
-	if (!ab->have_reason) {
+	if (!__atomic_load_n(&ab->have_reason, __ATOMIC_RELAXED)) {
 		char pid[24] = "";
 
 		if (m->pid > 0)
 			snprintf(pid, sizeof(pid), "pid %d, ", (int)m->pid);
 		snprintf(ab->reason, sizeof(ab->reason), "rank %u (%shost %.64s) %.176s (reported by rank %u)",
 			 m->dead, pid, m->host, m->text, m->origin);
-		ab->have_reason = true;
+		/* After the text: nproxy_net_abort_reason() reads without the lock. */
+		__atomic_store_n(&ab->have_reason, true, __ATOMIC_RELEASE);
 		npx_net_set_err(net, "%s", ab->reason);
 		npx_net_fail(net, NPROXY_PEER_DEAD);
 	}
@@ -318,5 +319,7 @@ void npx_net_abort_repost(struct nproxy_net *net)
 
 NPROXY_API const char *nproxy_net_abort_reason(const struct nproxy_net *net)
 {
-	return net && net->abort && net->abort->have_reason ? net->abort->reason : "";
+	/* Written once, under net->lock, then published (take()). */
+	return net && net->abort && __atomic_load_n(&net->abort->have_reason, __ATOMIC_ACQUIRE) ?
+	       net->abort->reason : "";
 }
