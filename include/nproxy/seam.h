@@ -42,6 +42,14 @@ enum nproxy_net_op_kind {
 	 * F_COMPLETE.  peer must be 0; len a multiple of the dtype's size.
 	 */
 	NPROXY_NET_OP_REDUCE = 3,
+	/*
+	 * Local, no peer: dst_fifo[addr_idx] = src_fifo[addr_idx], len bytes
+	 * (the device's DMA engine placing a buffer).  Run in the posting
+	 * pass like a REDUCE, so one placed after a block's SENDs and RECVs
+	 * overlaps their transfers instead of delaying them.  peer, dtype
+	 * and redop must be 0.
+	 */
+	NPROXY_NET_OP_COPY = 4,
 };
 
 /* Element types (the same values as NCCL's ncclDataType_t). */
@@ -92,8 +100,8 @@ NPROXY_API enum nproxy_status nproxy_reduce(void *acc, const void *in, size_t n,
 
 /*
  * One network op (32 bytes).  A SEND reads src_fifo[addr_idx]; a RECV
- * writes dst_fifo[addr_idx]; a REDUCE reads both and writes dst.  Ops of
- * one block are posted in FIFO order.
+ * writes dst_fifo[addr_idx]; a REDUCE reads both and writes dst; a COPY
+ * reads src and writes dst.  Ops of one block are posted in FIFO order.
  */
 struct nproxy_net_op {
 	uint8_t  kind;		/* enum nproxy_net_op_kind */

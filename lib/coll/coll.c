@@ -175,7 +175,7 @@ static void divide(void *buf, uint64_t n, enum nproxy_dtype dtype, uint32_t by)
 	}
 }
 
-/* The input in its place in the result buffer (an out-of-place op). */
+/* The input in its place in the result buffer (an out-of-place op of one rank). */
 static void place_input(struct nproxy_coll *c, const struct nproxy_coll_desc *d)
 {
 	size_t bytes = d->count * nproxy_dtype_size((enum nproxy_dtype)d->dtype);
@@ -281,14 +281,15 @@ enum nproxy_status nproxy_coll_start(struct nproxy_coll *c, const struct nproxy_
 			c->op.active = true;
 		return st;
 	}
-	place_input(c, d);
 	c->op.avg = d->kind == NPROXY_COLL_ALLREDUCE && d->redop == NPROXY_AVG;
 	c->op.dtype = (enum nproxy_dtype)d->dtype;
 	c->op.result = d->recvbuf;
 	c->op.result_count = d->count;
 	c->op.active = true;
 	if (!d->count || (c->n_ranks == 1 && d->kind != NPROXY_COLL_SENDRECV)) {
-		/* Nothing crosses the network: done at once, on every rank alike. */
+		/* Nothing crosses the network: done at once, on every rank alike
+		 * (a ring op places its input itself, in its block). */
+		place_input(c, d);
 		c->op.net_done = c->op.prog_done = true;
 		c->op.res.prog.state = NPROXY_PROG_DONE;
 		return NPROXY_SUCCESS;

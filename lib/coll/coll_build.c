@@ -110,45 +110,83 @@ static struct nproxy_net_addr at(uint32_t mr, uint64_t off)
 	return (struct nproxy_net_addr){ .mr = mr, .offset = off };
 }
 
-static void build_allgather(struct builder *b, uint32_t mr, uint64_t part_len, uint64_t recv_base)
+/* off bytes into the buffer that starts at base. */
+static struct nproxy_net_addr past(struct nproxy_net_addr base, uint64_t off)
+{
+	return at(base.mr, base.offset + off);
+}
+
+static bool same(struct nproxy_net_addr a, struct nproxy_net_addr b)
+{
+	return a.mr == b.mr && a.offset == b.offset;
+}
+
+/*
+ * out: the result buffer; in: this rank's input, the first send's source.
+ * Out of place (in is not its part of out) a COPY after the ring's ops
+ * puts it there: it runs in the posting pass that posted the first send
+ * and receives, so it overlaps their transfers, and the send reads the
+ * caller's input, not lines this rank has just written.
+ */
+static void build_allgather(struct builder *b, struct nproxy_net_addr out,
+			    struct nproxy_net_addr in, uint64_t part_len, uint64_t recv_base)
 {
 	uint32_t W = b->c->n_ranks, r = b->c->me;
+	struct nproxy_net_addr place = past(out, r * part_len);
 
 	for (uint32_t s = 0; s + 1 < W; s++) {
 		uint32_t send_idx = (r + W - s) % W, recv_idx = (r + 2 * W - s - 1) % W;
 		struct nproxy_net_op *op;
 
 		op = add(b, NPROXY_NET_OP_SEND, b->next, (uint32_t)part_len,
-			 at(mr, send_idx * part_len), at(mr, 0));
+			 s ? past(out, send_idx * part_len) : in, out);
 		if (s)
 			gate(op, COLL_SEM_RECV, recv_base + s);
-		op = add(b, NPROXY_NET_OP_RECV, b->prev, (uint32_t)part_len, at(mr, 0),
-			 at(mr, recv_idx * part_len));
+		op = add(b, NPROXY_NET_OP_RECV, b->prev, (uint32_t)part_len, out,
+			 past(out, recv_idx * part_len));
 		announce(op, COLL_SEM_RECV);
 	}
+	if (!same(in, place))
+		add(b, NPROXY_NET_OP_COPY, 0, (uint32_t)part_len, in, place);
 }
 
-static void build_allreduce(struct builder *b, uint32_t mr, const struct split *sp,
+/*
+ * Out of place, the input is read where it is: the first send's chunk
+ * from in, and every chunk this rank reduces is first copied from in to
+ * out by one COPY per chunk after the first send and receive (overlapping
+ * them), not the whole input up front.  Chunk r itself is never copied:
+ * its sum arrives whole in the allgather phase.
+ */
+static void build_allreduce(struct builder *b, struct nproxy_net_addr out,
+			    struct nproxy_net_addr in, const struct split *sp,
 			    const struct nproxy_coll_desc *d, uint64_t recv_base,
 			    uint64_t reduce_base)
 {
 	struct nproxy_coll *c = b->c;
 	uint32_t W = c->n_ranks, r = c->me;
 	uint64_t slot = (uint64_t)sp->per * sp->esize;
+	struct nproxy_net_addr scratch = at(c->scratch_mr, 0);
 	struct nproxy_net_op *op;
 
 	for (uint32_t s = 0; s + 1 < W; s++) {
 		uint32_t send_idx = (r + W - s) % W, recv_idx = (r + 2 * W - s - 1) % W;
 
 		op = add(b, NPROXY_NET_OP_SEND, b->next, chunk_len(sp, send_idx),
-			 at(mr, chunk_off(sp, send_idx)), at(mr, 0));
+			 past(s ? out : in, chunk_off(sp, send_idx)), out);
 		if (s)
 			gate(op, COLL_SEM_REDUCE, reduce_base + s);
-		op = add(b, NPROXY_NET_OP_RECV, b->prev, chunk_len(sp, recv_idx), at(mr, 0),
-			 at(c->scratch_mr, s * slot));
+		op = add(b, NPROXY_NET_OP_RECV, b->prev, chunk_len(sp, recv_idx), out,
+			 past(scratch, s * slot));
 		announce(op, COLL_SEM_RECV);
+		if (!s && !same(in, out))
+			for (uint32_t k = 1; k < W; k++) {
+				uint32_t idx = (r + W - k) % W;
+
+				add(b, NPROXY_NET_OP_COPY, 0, chunk_len(sp, idx),
+				    past(in, chunk_off(sp, idx)), past(out, chunk_off(sp, idx)));
+			}
 		op = add(b, NPROXY_NET_OP_REDUCE, 0, chunk_len(sp, recv_idx),
-			 at(c->scratch_mr, s * slot), at(mr, chunk_off(sp, recv_idx)));
+			 past(scratch, s * slot), past(out, chunk_off(sp, recv_idx)));
 		op->dtype = (uint8_t)d->dtype;
 		op->redop = (uint8_t)d->redop;
 		gate(op, COLL_SEM_RECV, recv_base + s + 1);
@@ -158,13 +196,13 @@ static void build_allreduce(struct builder *b, uint32_t mr, const struct split *
 		uint32_t send_idx = (r + 1 + W - t) % W, recv_idx = (r + W - t) % W;
 
 		op = add(b, NPROXY_NET_OP_SEND, b->next, chunk_len(sp, send_idx),
-			 at(mr, chunk_off(sp, send_idx)), at(mr, 0));
+			 past(out, chunk_off(sp, send_idx)), out);
 		if (t)
 			gate(op, COLL_SEM_RECV, recv_base + (W - 1) + t);
 		else
 			gate(op, COLL_SEM_REDUCE, reduce_base + W - 1);
-		op = add(b, NPROXY_NET_OP_RECV, b->prev, chunk_len(sp, recv_idx), at(mr, 0),
-			 at(mr, chunk_off(sp, recv_idx)));
+		op = add(b, NPROXY_NET_OP_RECV, b->prev, chunk_len(sp, recv_idx), out,
+			 past(out, chunk_off(sp, recv_idx)));
 		announce(op, COLL_SEM_RECV);
 	}
 }
@@ -195,6 +233,21 @@ static enum nproxy_status scratch_for(struct nproxy_coll *c, size_t len)
 	return NPROXY_SUCCESS;
 }
 
+/*
+ * Where the op reads its input: in place (sendbuf NULL, or where the
+ * input goes in recvbuf: place bytes into out) that place, else the
+ * caller's sendbuf, registered too.
+ */
+static enum nproxy_status input_at(struct nproxy_coll *c, const struct nproxy_coll_desc *d,
+				   struct nproxy_net_addr out, uint64_t place, uint64_t len,
+				   struct nproxy_net_addr *in)
+{
+	*in = past(out, place);
+	if (!d->sendbuf || d->sendbuf == (const char *)d->recvbuf + place)
+		return NPROXY_SUCCESS;
+	return npx_coll_mr(c, d->sendbuf, len, in);
+}
+
 enum nproxy_status npx_coll_build(struct nproxy_coll *c, const struct nproxy_coll_desc *d,
 				  uint64_t recv_base, uint64_t reduce_base,
 				  uint64_t *recv_final, uint64_t *reduce_final)
@@ -203,47 +256,51 @@ enum nproxy_status npx_coll_build(struct nproxy_coll *c, const struct nproxy_col
 	size_t esize = nproxy_dtype_size((enum nproxy_dtype)d->dtype);
 	struct builder b = { .c = c, .next = (c->me + 1) % W, .prev = (c->me + W - 1) % W };
 	uint64_t total = d->kind == NPROXY_COLL_ALLGATHER ? d->count * W : d->count;
+	struct nproxy_net_addr out, in;
 	enum nproxy_status st;
-	uint32_t mr;
 
-	if (!grow_ops(c, 5 * W + 2))
+	if (!grow_ops(c, 6 * W + 2))
 		return npx_coll_fail(c, NPROXY_RESOURCE, "FIFOs for %u ranks", W);
 	*recv_final = recv_base;
 	*reduce_final = reduce_base;
 	switch (d->kind) {
-	case NPROXY_COLL_ALLGATHER:
-		st = npx_coll_mr(c, d->recvbuf, total * esize, &mr);
+	case NPROXY_COLL_ALLGATHER: {
+		uint64_t part = d->count * esize;
+
+		st = npx_coll_mr(c, d->recvbuf, total * esize, &out);
+		if (st == NPROXY_SUCCESS)
+			st = input_at(c, d, out, c->me * part, part, &in);
 		if (st != NPROXY_SUCCESS)
 			return st;
-		build_allgather(&b, mr, d->count * esize, recv_base);
+		build_allgather(&b, out, in, part, recv_base);
 		*recv_final = recv_base + (W - 1);
 		break;
+	}
 	case NPROXY_COLL_ALLREDUCE: {
 		struct split sp = { .per = (d->count + W - 1) / W, .count = d->count, .esize = esize };
 
 		st = scratch_for(c, (size_t)((W - 1) * sp.per * esize));
 		if (st == NPROXY_SUCCESS)
-			st = npx_coll_mr(c, d->recvbuf, total * esize, &mr);
+			st = npx_coll_mr(c, d->recvbuf, total * esize, &out);
+		if (st == NPROXY_SUCCESS)
+			st = input_at(c, d, out, 0, total * esize, &in);
 		if (st != NPROXY_SUCCESS)
 			return st;
-		build_allreduce(&b, mr, &sp, d, recv_base, reduce_base);
+		build_allreduce(&b, out, in, &sp, d, recv_base, reduce_base);
 		*recv_final = recv_base + 2 * (W - 1);
 		*reduce_final = reduce_base + (W - 1);
 		break;
 	}
 	case NPROXY_COLL_SENDRECV: {
-		uint32_t smr, rmr;
 		struct nproxy_net_op *op;
 
-		st = npx_coll_mr(c, d->sendbuf, d->count * esize, &smr);
+		st = npx_coll_mr(c, d->sendbuf, d->count * esize, &in);
 		if (st == NPROXY_SUCCESS)
-			st = npx_coll_mr(c, d->recvbuf, d->count * esize, &rmr);
+			st = npx_coll_mr(c, d->recvbuf, d->count * esize, &out);
 		if (st != NPROXY_SUCCESS)
 			return st;
-		add(&b, NPROXY_NET_OP_SEND, b.next, (uint32_t)(d->count * esize), at(smr, 0),
-		    at(rmr, 0));
-		op = add(&b, NPROXY_NET_OP_RECV, b.prev, (uint32_t)(d->count * esize), at(smr, 0),
-			 at(rmr, 0));
+		add(&b, NPROXY_NET_OP_SEND, b.next, (uint32_t)(d->count * esize), in, out);
+		op = add(&b, NPROXY_NET_OP_RECV, b.prev, (uint32_t)(d->count * esize), in, out);
 		announce(op, COLL_SEM_RECV);
 		*recv_final = recv_base + 1;
 		break;

@@ -79,9 +79,10 @@ struct nproxy_coll {
 enum nproxy_status npx_coll_build(struct nproxy_coll *coll, const struct nproxy_coll_desc *d,
 				  uint64_t recv_base, uint64_t reduce_base,
 				  uint64_t *recv_final, uint64_t *reduce_final);
-/* coll_mr.c: the registration of [base, base + len), cached. */
+/* coll_mr.c: where base is in a registration of [base, base + len), cached
+ * (a cached one that covers the range may start before base). */
 enum nproxy_status npx_coll_mr(struct nproxy_coll *coll, const void *base, size_t len,
-			       uint32_t *id);
+			       struct nproxy_net_addr *where);
 void npx_coll_mr_drop_all(struct nproxy_coll *coll);
 /* coll_error.c: record why (the coll's text, logged) and return st; coll
  * NULL: a failed nproxy_coll_open() (this thread's nproxy_coll_strerror(NULL)). */

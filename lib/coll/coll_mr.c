@@ -17,7 +17,7 @@ static bool covers(const struct coll_mr *m, const void *base, size_t len)
 }
 
 enum nproxy_status npx_coll_mr(struct nproxy_coll *coll, const void *base, size_t len,
-			       uint32_t *id)
+			       struct nproxy_net_addr *where)
 {
 	struct coll_mr *victim = &coll->mrs[0];
 	enum nproxy_status st;
@@ -28,7 +28,9 @@ enum nproxy_status npx_coll_mr(struct nproxy_coll *coll, const void *base, size_
 
 		if (covers(m, base, len)) {
 			m->used = ++coll->mr_clock;
-			*id = m->id;
+			/* A registration that covers it need not start there. */
+			*where = (struct nproxy_net_addr){ .mr = m->id,
+				.offset = (uint64_t)((const char *)base - (const char *)m->base) };
 			return NPROXY_SUCCESS;
 		}
 		if (m->used < victim->used)
@@ -42,7 +44,7 @@ enum nproxy_status npx_coll_mr(struct nproxy_coll *coll, const void *base, size_
 		nproxy_net_mr_deregister(coll->net, victim->id);
 	*victim = (struct coll_mr){ .base = base, .len = len ? len : 1, .id = new_id,
 				    .used = ++coll->mr_clock };
-	*id = new_id;
+	*where = (struct nproxy_net_addr){ .mr = new_id };
 	return NPROXY_SUCCESS;
 }
 

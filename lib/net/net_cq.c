@@ -63,7 +63,7 @@ static void op_completed(struct nproxy_net *net, struct net_op_state *s)
 	apply_sems(b, op);
 }
 
-/* A local op (REDUCE) finished in the posting pass: the same back-edge. */
+/* A local op (REDUCE, COPY) finished in the posting pass: the same back-edge. */
 void npx_net_local_op_done(struct nproxy_net *net, struct net_op_state *s)
 {
 	struct net_block *b = s->blk;

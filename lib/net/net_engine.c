@@ -83,30 +83,36 @@ static bool sems_in_range(const struct nproxy_net_op *op, const struct nproxy_de
 		 ((op->flags & NPROXY_NET_OP_F_COMPLETE) && (!dev || op->post_sem >= dev->n_sems)));
 }
 
-/* A REDUCE: both addresses in range, a known type and operator, whole elements. */
-static enum nproxy_status validate_reduce(struct nproxy_net *net, uint32_t stream, uint32_t bb,
-					  uint32_t i, const struct nproxy_fifo_set *f,
-					  const struct nproxy_device_sems *dev)
+/*
+ * A local op (REDUCE, COPY): both addresses in range, no peer; a REDUCE a
+ * known type and operator over whole elements, a COPY neither.
+ */
+static enum nproxy_status validate_local(struct nproxy_net *net, uint32_t stream, uint32_t bb,
+					 uint32_t i, const struct nproxy_fifo_set *f,
+					 const struct nproxy_device_sems *dev)
 {
 	const struct nproxy_net_op *op = &f->ops[i];
+	bool reduce = op->kind == NPROXY_NET_OP_REDUCE;
 	size_t esize = nproxy_dtype_size((enum nproxy_dtype)op->dtype);
 	const struct nproxy_net_addr *src, *dst;
+	bool typed = reduce ? esize && op->redop < NPROXY_REDOP_COUNT && !(op->len % esize) :
+			      !op->dtype && !op->redop;
 
-	if (op->peer || !esize || op->redop >= NPROXY_REDOP_COUNT || op->len % esize ||
+	if (op->peer || !typed ||
 	    (op->flags & ~(NPROXY_NET_OP_F_PRECOND | NPROXY_NET_OP_F_COMPLETE)) ||
 	    op->addr_idx >= f->n_src || op->addr_idx >= f->n_dst || !sems_in_range(op, dev)) {
 		npx_net_set_err(net,
-			    "stream %u bb %u op %u: bad REDUCE (peer %u, dtype %u, redop %u, len %u, addr %u, flags %#x)",
-			    stream, bb, i, op->peer, op->dtype, op->redop, op->len, op->addr_idx,
-			    op->flags);
+			    "stream %u bb %u op %u: bad %s (peer %u, dtype %u, redop %u, len %u, addr %u, flags %#x)",
+			    stream, bb, i, reduce ? "REDUCE" : "COPY", op->peer, op->dtype, op->redop, op->len,
+			    op->addr_idx, op->flags);
 		return NPROXY_INVALID;
 	}
 	src = &f->src[op->addr_idx];
 	dst = &f->dst[op->addr_idx];
 	if (src->offset + op->len > net->mrs[src->mr].len ||
 	    dst->offset + op->len > net->mrs[dst->mr].len) {
-		npx_net_set_err(net, "stream %u bb %u op %u: REDUCE of %u bytes overruns its regions",
-			    stream, bb, i, op->len);
+		npx_net_set_err(net, "stream %u bb %u op %u: %s of %u bytes overruns its regions",
+			    stream, bb, i, reduce ? "REDUCE" : "COPY", op->len);
 		return NPROXY_INVALID;
 	}
 	return NPROXY_SUCCESS;
@@ -135,8 +141,8 @@ static enum nproxy_status validate(struct nproxy_net *net, uint32_t stream, uint
 		const struct nproxy_net_addr *a;
 		uint32_t n_addr = send ? f->n_src : f->n_dst;
 
-		if (op->kind == NPROXY_NET_OP_REDUCE) {
-			st = validate_reduce(net, stream, bb, i, f, dev);
+		if (op->kind == NPROXY_NET_OP_REDUCE || op->kind == NPROXY_NET_OP_COPY) {
+			st = validate_local(net, stream, bb, i, f, dev);
 			if (st != NPROXY_SUCCESS)
 				return st;
 			continue;
@@ -187,7 +193,7 @@ static enum nproxy_status assign_tags(struct nproxy_net *net, struct net_block *
 		bool send = op->kind == NPROXY_NET_OP_SEND;
 		uint32_t *k = &seq[op->peer * 2 + send];
 
-		if (op->kind == NPROXY_NET_OP_REDUCE) {
+		if (op->kind == NPROXY_NET_OP_REDUCE || op->kind == NPROXY_NET_OP_COPY) {
 			/* No message, no tag: run in place by the posting pass. */
 			s->req.kind = NET_REQ_OP;
 			s->req.peer = net->rank;
@@ -299,18 +305,24 @@ out:
 	return st;
 }
 
-/* A REDUCE whose input has arrived: the device's compute step, done here. */
-static void run_reduce(struct nproxy_net *net, struct net_block *b, struct net_op_state *s)
+/*
+ * A local op whose precondition holds: the device's compute step (REDUCE)
+ * or its DMA (COPY), done here.
+ */
+static void run_local(struct nproxy_net *net, struct net_block *b, struct net_op_state *s)
 {
 	const struct nproxy_fifo_set *f = &b->fifos;
 	const struct nproxy_net_op *op = &f->ops[s->idx];
 	const struct nproxy_net_addr *src = &f->src[op->addr_idx], *dst = &f->dst[op->addr_idx];
-	size_t n = op->len / nproxy_dtype_size((enum nproxy_dtype)op->dtype);
+	char *to = (char *)net->mrs[dst->mr].base + dst->offset;
+	const char *from = (const char *)net->mrs[src->mr].base + src->offset;
 
 	/* Validated at start(): the type, operator and ranges are good. */
-	nproxy_reduce((char *)net->mrs[dst->mr].base + dst->offset,
-		      (const char *)net->mrs[src->mr].base + src->offset, n,
-		      (enum nproxy_dtype)op->dtype, (enum nproxy_redop)op->redop);
+	if (op->kind == NPROXY_NET_OP_COPY)
+		memmove(to, from, op->len);
+	else
+		nproxy_reduce(to, from, op->len / nproxy_dtype_size((enum nproxy_dtype)op->dtype),
+			      (enum nproxy_dtype)op->dtype, (enum nproxy_redop)op->redop);
 	npx_net_local_op_done(net, s);
 }
 
@@ -351,7 +363,7 @@ static enum nproxy_status post_pass(struct nproxy_net *net, struct net_block *b,
 				local_held = true;
 				continue;
 			}
-			run_reduce(net, b, s);
+			run_local(net, b, s);
 			++*posted;
 			continue;
 		}

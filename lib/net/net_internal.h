@@ -68,7 +68,7 @@ struct net_op_state {
 	struct net_block *blk;
 	uint32_t idx;			/* index in the block's op FIFO */
 	uint32_t seq;			/* per (block, peer, direction) match index */
-	uint8_t local;			/* a REDUCE: runs in place, never posted */
+	uint8_t local;			/* a REDUCE or COPY: runs in place, never posted */
 	uint64_t tag;
 	int64_t posted_ms;
 };
@@ -202,7 +202,7 @@ void npx_net_engine_free(struct nproxy_net *net);
 /* The no-progress deadline of a wait on peer (see heard). */
 int npx_net_peer_limit_ms(const struct nproxy_net *net, uint32_t peer);
 enum nproxy_status npx_net_drain_cq(struct nproxy_net *net, uint32_t *moved);
-/* A local op (REDUCE) ran in the posting pass: count it done, apply its increment. */
+/* A local op (REDUCE, COPY) ran in the posting pass: count it done, apply its increment. */
 void npx_net_local_op_done(struct nproxy_net *net, struct net_op_state *s);
 void npx_net_barrier_complete(struct nproxy_net *net, struct net_req *req, bool ok);
 

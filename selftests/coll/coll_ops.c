@@ -80,6 +80,12 @@ static int allgather_rank(uint32_t i, uint32_t n, void *arg)
 					fprintf(stderr, "# rank %u: part %u word %" PRIu64 " wrong\n", i, p, e);
 					rc = 2;
 				}
+		/* The op reads the input where it is and never writes it. */
+		for (uint64_t e = 0; job->out_of_place && e < count && !rc; e++)
+			if (mine[e] != rt_pattern(i + iter, e)) {
+				fprintf(stderr, "# rank %u: input word %" PRIu64 " changed\n", i, e);
+				rc = 3;
+			}
 	}
 	ct_close(&r);
 	free(buf);
@@ -182,6 +188,12 @@ static int allreduce_rank(uint32_t i, uint32_t n, void *arg)
 					rc = 2;
 				}
 			}
+			for (uint64_t e = 0; job->out_of_place && e < count && !rc; e++)
+				if (ct_get(in, t, e) != (double)ct_value(i, e, op)) {
+					fprintf(stderr, "# rank %u: %s input element %" PRIu64 " changed\n",
+						i, nproxy_dtype_name(t), e);
+					rc = 3;
+				}
 		}
 	}
 	if (!rc || rc < 90)
@@ -307,6 +319,69 @@ TEST(a_one_rank_job_copies_the_input)
 }
 
 /* ---- buffers that change between ops ---- */
+
+/*
+ * Buffers inside a region an earlier op registered: the coll reuses that
+ * registration, so the op must address them at their offset in it, not
+ * at its start.  Op 1 registers all of big; op 2 (allgather) and op 3
+ * (allreduce), both out of place, use ranges that start inside it.
+ */
+static int inner_rank(uint32_t i, uint32_t n, void *arg)
+{
+	struct job *job = arg;
+	uint64_t count = job->count, words = 4 * count * n;
+	uint32_t *big = calloc(words, 4), *out = big + 16, *in = big + 16 + count * n + 8;
+	struct nproxy_coll_desc d = NPROXY_COLL_DESC_INIT;
+	struct ct_rank r;
+	int rc;
+
+	if (!big)
+		return 80;
+	rc = ct_open(job->id, i, n, &r);
+	if (rc)
+		return rc;
+	d.kind = NPROXY_COLL_ALLGATHER;
+	d.dtype = NPROXY_UINT32;
+	d.count = 4 * count;
+	d.recvbuf = big;
+	rc = ct_run(&r, i, &d);
+	for (uint64_t e = 0; e < count; e++)
+		in[e] = rt_pattern(i, e);
+	memset(out, 0xA5, count * n * 4);
+	d.count = count;
+	d.sendbuf = in;
+	d.recvbuf = out;
+	if (!rc)
+		rc = ct_run(&r, i, &d);
+	for (uint32_t p = 0; p < n && !rc; p++)
+		for (uint64_t e = 0; e < count && !rc; e++)
+			if (out[p * count + e] != rt_pattern(p, e)) {
+				fprintf(stderr, "# rank %u: allgather part %u word %" PRIu64 " wrong\n",
+					i, p, e);
+				rc = 2;
+			}
+	for (uint64_t e = 0; e < count * n; e++)
+		out[e] = 0xA5A5A5A5u;
+	for (uint64_t e = 0; e < count; e++)
+		in[e] = (uint32_t)(i + 1) * (uint32_t)(e + 1);
+	d.kind = NPROXY_COLL_ALLREDUCE;
+	d.redop = NPROXY_SUM;
+	if (!rc)
+		rc = ct_run(&r, i, &d);
+	for (uint64_t e = 0; e < count && !rc; e++)
+		if (out[e] != (uint32_t)(n * (n + 1) / 2) * (uint32_t)(e + 1)) {
+			fprintf(stderr, "# rank %u: allreduce word %" PRIu64 " is %u\n", i, e, out[e]);
+			rc = 3;
+		}
+	ct_close(&r);
+	free(big);
+	return rc;
+}
+
+TEST(buffers_inside_an_earlier_registration_3_ranks)
+{
+	job_ok(_metadata, "inner", 3, inner_rank, 1000, true);
+}
 
 static int churn_rank(uint32_t i, uint32_t n, void *arg)
 {

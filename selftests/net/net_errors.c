@@ -75,8 +75,29 @@ TEST(bad_fifo_records)
 	ASSERT_EQ((int)NPROXY_SUCCESS, (int)nproxy_net_mr_deregister(net, mr2));
 	a.mr = mr;
 
-	op.kind = NPROXY_NET_OP_REDUCE + 1;
+	op.kind = NPROXY_NET_OP_COPY + 1;
 	EXPECT_EQ((int)NPROXY_INVALID, (int)seam.ops->start(seam.engine, 0, 0, &fs, &dev));
+	op.kind = 0;
+	EXPECT_EQ((int)NPROXY_INVALID, (int)seam.ops->start(seam.engine, 0, 0, &fs, &dev));
+	/* A COPY has no peer, no type or operator, and stays inside its regions. */
+	op.kind = NPROXY_NET_OP_COPY;
+	op.peer = 1;
+	EXPECT_EQ((int)NPROXY_INVALID, (int)seam.ops->start(seam.engine, 0, 0, &fs, &dev));
+	op.peer = 0;
+	op.dtype = NPROXY_UINT8;
+	EXPECT_EQ((int)NPROXY_INVALID, (int)seam.ops->start(seam.engine, 0, 0, &fs, &dev));
+	op.dtype = 0;
+	op.redop = NPROXY_MAX;
+	EXPECT_EQ((int)NPROXY_INVALID, (int)seam.ops->start(seam.engine, 0, 0, &fs, &dev));
+	EXPECT_NE(NULL, strstr(nproxy_net_strerror(net), "bad COPY"));
+	op.redop = 0;
+	op.len = sizeof(buf) + 1;
+	EXPECT_EQ((int)NPROXY_INVALID, (int)seam.ops->start(seam.engine, 0, 0, &fs, &dev));
+	EXPECT_NE(NULL, strstr(nproxy_net_strerror(net), "COPY of 4097 bytes overruns"));
+	op.len = 16;
+	op.flags = 1u << 2;
+	EXPECT_EQ((int)NPROXY_INVALID, (int)seam.ops->start(seam.engine, 0, 0, &fs, &dev));
+	op.flags = 0;
 	/* A REDUCE has no peer, a known type and op, and whole elements. */
 	op.kind = NPROXY_NET_OP_REDUCE;
 	op.dtype = NPROXY_FLOAT32;
