@@ -17,8 +17,22 @@
  *    right before and after each timed collective -- like nproxy-run's
  *    cpu_s, the barriers and the checks are left out -- summed over the
  *    timed iterations and over ranks (MPI_Reduce SUM).
- *  - after the timed iterations the last result is checked against the
- *    pattern every rank wrote (outside the timing).
+ *  - data, as nproxy-run handles it (outside the timing): before every
+ *    iteration each rank writes its input afresh, with values that depend
+ *    on the iteration, and poisons its result buffer; after it the result
+ *    is checked.  This is not decoration: an input written just before the
+ *    op sits dirty in the writer's cache, and a peer's copy of it (CMA)
+ *    costs about twice one of an input written once and left clean (2
+ *    ranks, 1 MiB allgather, this host: 63 -> 113 us).  Measured without
+ *    it, MPI ran on a warmer cache than nproxy-run and the ratio compared
+ *    caches, not libraries.  -k keeps the input of the first iteration and
+ *    checks only the last result (nccl-tests' way); nproxy-run has no such
+ *    mode, so coll_run.sh does not use it.
+ *  - in place (MPI_IN_PLACE), as nproxy-run's own rows are: the input is
+ *    this rank's part of the result (allreduce: the whole buffer).  -o runs
+ *    out of place, with a separate input buffer (an allgather then copies
+ *    its own part locally, an extra pass nproxy-run's in-place row does not
+ *    make).
  *
  * One line per size on rank 0:
  *   RESULT impl=openmpi coll=C ranks=P bytes=B iters=N median_us=.. p99_us=..
@@ -85,21 +99,24 @@ static int parse_size(const char *s, long *out)
 	return 0;
 }
 
-/* Input word i of rank r; the allreduce sum is over r. */
-static uint32_t pattern(int r, size_t i)
+/* Input word i of rank r at iteration it; the allreduce sum is over r. */
+static uint32_t pattern(int r, size_t i, int it)
 {
-	return (uint32_t)(r + 1) * 0x9e3779b1u + (uint32_t)i * 2654435761u;
+	return (uint32_t)(r + 1) * 0x9e3779b1u + (uint32_t)i * 2654435761u +
+	       (uint32_t)it * 0x85ebca6bu;
 }
 
 static void usage(int rank)
 {
 	if (!rank)
-		fprintf(stderr, "usage: coll_mpi -c allgather|allreduce [-n ITERS] [-w WARMUP] -s SIZE[,SIZE...]\n");
+		fprintf(stderr, "usage: coll_mpi -c allgather|allreduce [-n ITERS] [-w WARMUP] [-o] [-k] -s SIZE[,SIZE...]\n");
 }
 
 struct coll_opts {
 	int ag;			/* 1 allgather, 0 allreduce, < 0 bad */
 	int iters, warmup, n_sizes;
+	int keep;		/* -k: input written once, last result checked (implies -o) */
+	int oop;		/* -o: out of place (separate input buffer) */
 	long sizes[MAX_SIZES];
 };
 
@@ -108,13 +125,19 @@ static int parse_opts(int argc, char **argv, struct coll_opts *o)
 	int c;
 
 	*o = (struct coll_opts){ .ag = -1, .iters = 20, .warmup = 5 };
-	while ((c = getopt(argc, argv, "c:n:w:s:")) != -1) {
+	while ((c = getopt(argc, argv, "c:n:w:kos:")) != -1) {
 		switch (c) {
 		case 'c':
 			o->ag = !strcmp(optarg, "allgather") ? 1 : !strcmp(optarg, "allreduce") ? 0 : -1;
 			break;
 		case 'n':
 			o->iters = atoi(optarg);
+			break;
+		case 'k':
+			o->keep = o->oop = 1;
+			break;
+		case 'o':
+			o->oop = 1;
 			break;
 		case 'w':
 			o->warmup = atoi(optarg);
@@ -134,21 +157,22 @@ static int parse_opts(int argc, char **argv, struct coll_opts *o)
 	return o->ag < 0 || !o->n_sizes || o->iters < 1 || o->warmup < 0 ? -1 : 0;
 }
 
-/* The last result, outside the timing: 1 (and a message) when a word is wrong. */
-static int check_result(const uint32_t *out, int rank, int w, int ag, size_t chunk, size_t total)
+/* A result, outside the timing: 1 (and a message) when a word is wrong. */
+static int check_result(const uint32_t *out, int rank, int w, int ag, size_t chunk, size_t total,
+			int it)
 {
 	for (size_t i = 0; i < total / 4; i++) {
 		uint32_t want = 0;
 
 		if (ag) {
-			want = pattern((int)(i / (chunk / 4)), i % (chunk / 4));
+			want = pattern((int)(i / (chunk / 4)), i % (chunk / 4), it);
 		} else {
 			for (int r = 0; r < w; r++)
-				want += pattern(r, i);
+				want += pattern(r, i, it);
 		}
 		if (out[i] != want) {
-			fprintf(stderr, "coll_mpi: rank %d: %s %zu B: word %zu is 0x%08x, expected 0x%08x\n",
-				rank, ag ? "allgather" : "allreduce", total, i, out[i], want);
+			fprintf(stderr, "coll_mpi: rank %d: %s %zu B iteration %d: word %zu is 0x%08x, expected 0x%08x\n",
+				rank, ag ? "allgather" : "allreduce", total, it, i, out[i], want);
 			return 1;
 		}
 	}
@@ -161,8 +185,8 @@ static int run_size(const struct coll_opts *o, int rank, int w, long size, doubl
 {
 	size_t chunk = (size_t)size / (size_t)w / 4 * 4, total, words;
 	double cpu = 0, wall = 0, cpu_sum = 0, wall_max = 0;
-	int ag = o->ag, iters = o->iters, wrong, any_wrong = 0;
-	uint32_t *in, *out;
+	int ag = o->ag, iters = o->iters, wrong = 0, any_wrong = 0;
+	uint32_t *in, *out, *mine;
 
 	if (!chunk)
 		chunk = 4;
@@ -172,21 +196,27 @@ static int run_size(const struct coll_opts *o, int rank, int w, long size, doubl
 	out = malloc(total);
 	if (!in || !out)
 		MPI_Abort(MPI_COMM_WORLD, 2);
-	for (size_t i = 0; i < (ag ? chunk / 4 : words); i++)
-		in[i] = pattern(rank, i);
-	memset(out, 0xa5, total);
-
+	/* In place, the input is this rank's part of the result (allreduce: all of it). */
+	mine = o->oop ? in : ag ? out + rank * (chunk / 4) : out;
 	for (int it = -o->warmup; it < iters; it++) {
+		int data_it = o->keep ? -o->warmup : it;
 		double t0, t1, c0, c1;
 
+		if (!o->keep || it == -o->warmup) {
+			if (ag || o->oop)
+				memset(out, 0xa5, total);
+			for (size_t i = 0; i < (ag ? chunk / 4 : words); i++)
+				mine[i] = pattern(rank, i, data_it);
+		}
 		MPI_Barrier(MPI_COMM_WORLD);
 		c0 = cpu_now();
 		t0 = MPI_Wtime();
 		if (ag)
-			MPI_Allgather(in, (int)chunk, MPI_BYTE, out, (int)chunk, MPI_BYTE,
-				      MPI_COMM_WORLD);
+			MPI_Allgather(o->oop ? in : MPI_IN_PLACE, (int)chunk, MPI_BYTE, out, (int)chunk,
+				      MPI_BYTE, MPI_COMM_WORLD);
 		else
-			MPI_Allreduce(in, out, (int)words, MPI_UINT32_T, MPI_SUM, MPI_COMM_WORLD);
+			MPI_Allreduce(o->oop ? in : MPI_IN_PLACE, out, (int)words, MPI_UINT32_T, MPI_SUM,
+				      MPI_COMM_WORLD);
 		t1 = MPI_Wtime();
 		c1 = cpu_now();
 		if (it >= 0) {
@@ -194,8 +224,9 @@ static int run_size(const struct coll_opts *o, int rank, int w, long size, doubl
 			wall += t1 - t0;
 			cpu += c1 - c0;
 		}
+		if ((!o->keep || it == iters - 1) && !wrong)
+			wrong = check_result(out, rank, w, ag, chunk, total, data_it);
 	}
-	wrong = check_result(out, rank, w, ag, chunk, total);
 
 	MPI_Reduce(lat, mx, iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
 	MPI_Reduce(&cpu, &cpu_sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
