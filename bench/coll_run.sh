@@ -35,6 +35,10 @@
 # heavy steal is run once more (bench/record.sh, steal_round).
 # Environment: ITERS, WARMUP, ROUNDS override the above; MPI_BIND=core|none|
 # socket forces mpirun's --bind-to (default: Open MPI's own policy, printed);
+# MPI_SINGLE_COPY=same|cma|none: vader's btl_vader_single_copy_mechanism
+# (default same: what nproxy-run's shm uses here, from its "shm_copy" --
+# nproxy switches CMA off where a CMA read costs over twice a memcpy, and
+# Open MPI gains from the same switch, so like is compared with like);
 # NPROXY_BUILD: build tree (default <top>/build); NPROXY_RUN: the nproxy-run to
 # measure (default $NPROXY_BUILD/bin/nproxy-run); RUN_TIMEOUT: seconds per
 # nproxy-run / mpirun call (default 300).  Works from any directory, from the
@@ -154,6 +158,18 @@ elif [[ ! -x $mpibin ]]; then
 fi
 mpi_bind_args=()
 [[ -n ${MPI_BIND:-} ]] && mpi_bind_args=(--bind-to "$MPI_BIND")
+# vader's single copy: the same as nproxy's shm unless MPI_SINGLE_COPY says.
+mpi_copy=${MPI_SINGLE_COPY:-same}
+np_copy=$("$nprun" -q -p 2 -c allgather -s 1K -n 1 -w 0 --json 2>/dev/null |
+	python3 -c 'import json, sys; print(json.load(sys.stdin).get("shm_copy") or "")' 2>/dev/null)
+if [[ $mpi_copy == same ]]; then
+	mpi_copy=cma
+	[[ $np_copy == "CMA off"* ]] && mpi_copy=none
+	mpi_copy_why="same as nproxy's shm: $np_copy"
+else
+	mpi_copy_why="MPI_SINGLE_COPY; nproxy's shm: $np_copy"
+fi
+mpi_bind_args+=(--mca btl_vader_single_copy_mechanism "$mpi_copy")
 run_mpi() {
 	local p=$1 c=$2 r=$3 rc out
 	out=$tmp/mpi.$p.$c.$r
@@ -456,6 +472,9 @@ if ((have_mpi)); then
 		line+=" np=$p: $(cat "$tmp/bind.$p" 2>/dev/null || echo '?');"
 	done
 	echo "$line"
+	echo "# Open MPI vader single copy: $mpi_copy ($mpi_copy_why)"
+	[[ -n ${BENCH_RECORDS:-} ]] && printf 'meta\tcoll_mpi_single_copy\t%s (%s)\n' \
+		"$mpi_copy" "$mpi_copy_why" >>"$BENCH_RECORDS"
 fi
 echo "# coll_run: $(($(date +%s) - start)) s, load now $(cut -d' ' -f1-3 /proc/loadavg)"
 if ((failed)); then

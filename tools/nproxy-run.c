@@ -720,5 +720,7 @@ int main(int argc, char **argv)
 	}
 	if (!o.provider && !getenv("FI_PROVIDER"))
 		o.provider = "shm";	/* every rank is on this host */
+	/* One choice for every forked rank (they inherit it), not one each. */
+	nproxy_net_shm_copy();
 	return run_forked(&o);
 }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <sys/ioctl.h>
 #include <linux/nproxy.h>
+#include <nproxy/net.h>
 #include <rdma/fabric.h>
 #include "json_writer.h"
 #include "run.h"
@@ -227,6 +228,7 @@ static void print_header(const struct run_opts *o, const struct run_place *place
 		printf("# host %s, pid %d, launcher %s, libfabric %u.%u, module ABI %s (tool built for %u)\n",
 		       host, (int)getpid(), place->launcher, FI_MAJOR(fi), FI_MINOR(fi), abi_str,
 		       NPROXY_ABI_VERSION);
+		printf("# shm large messages: %s\n", nproxy_net_shm_copy());
 		printf("# data type %s, reduction op %s; %u warmup + %u timed iterations per size\n",
 		       data_type(o), reduction_op(o), o->warmup, o->iters);
 		printf("# time: slowest process per iteration; algbw = size / median (GB/s = 1e9 B/s); busbw = algbw x %.3g%s\n",
@@ -303,6 +305,7 @@ static void json_job(struct json_writer *w, const struct run_opts *o,
 	json_str(w, "provider", n_recs && recs[0]->provider[0] ? recs[0]->provider : NULL);
 	json_str(w, "libfabric_version", fi_ver);
 	json_str(w, "handshake", n_recs && recs[0]->handshake[0] ? recs[0]->handshake : NULL);
+	json_str(w, "shm_copy", nproxy_net_shm_copy());
 	if (abi)
 		json_u64(w, "module_abi", abi);
 	else

@@ -209,6 +209,15 @@ NPROXY_API enum nproxy_status nproxy_net_shm_sweep(const struct nproxy_shm_sweep
 						   uint32_t *n_removed);
 NPROXY_API const char *nproxy_shm_verdict_str(enum nproxy_shm_verdict v);
 
+/*
+ * How the shm provider copies a large message in this process: "CMA on"
+ * or "CMA off", with why (NPROXY_SHM_CMA: auto measures a CMA read of this
+ * process's memory against a memcpy; on; off; or the FI_SHM_DISABLE_CMA the
+ * user set).  Decided once per process, before libfabric's first
+ * fi_getinfo() in nproxy_net_open(); a first call here decides it too.
+ */
+NPROXY_API const char *nproxy_net_shm_copy(void);
+
 #ifdef __cplusplus
 }
 #endif

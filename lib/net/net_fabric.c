@@ -98,6 +98,7 @@ static enum nproxy_status select_provider(struct nproxy_net *net, const char *wa
 	const char *env;
 
 	npx_env_str("FI_PROVIDER", NULL, &env);
+	npx_net_shm_pick_copy();
 
 	if (want) {
 		order[n_order++] = want;

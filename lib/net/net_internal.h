@@ -226,6 +226,9 @@ extern const struct nproxy_host_barrier_ops npx_net_barrier_ops;
 
 /* net_shm.c: dead processes' shm regions (between fi_endpoint and fi_enable) */
 void npx_net_shm_clear_own(struct nproxy_net *net);
+/* net_shm_copy.c: the shm provider's large-message copy, decided once per
+ * process before libfabric reads its settings. */
+void npx_net_shm_pick_copy(void);
 void npx_net_shm_sweep_at_open(struct nproxy_net *net);
 
 /* net_abort.c: the cross-host abort (net->lock held unless said) */

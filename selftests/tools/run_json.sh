@@ -29,7 +29,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 schema = {
     "tool": str, "version": str, "collective": str, "world_size": int, "procs": int,
-    "ranks_per_proc": int, "launcher": str, "provider": str, "handshake": str,
+    "ranks_per_proc": int, "launcher": str, "provider": str, "handshake": str, "shm_copy": str,
     "ranks_per_proxy": (int, str), "one_thread_per_core": bool, "device_delay_us": int,
     "host": str, "pid": int, "data_type": str, "reduction_op": str, "libfabric_version": str,
     "module_abi": (int, type(None)), "iters": int, "timeout_s": (int, float), "sizes_requested": int,
@@ -80,7 +80,7 @@ PY
 }
 
 run_json "allgather, 4 procs, 2 sizes: schema and values" "$tmp/ag.json" \
-	'd["collective"] == "allgather" and d["ranks_per_proxy"] == "default" and d["world_size"] == 4 and d["procs"] == 4 and d["launcher"] == "self" and d["provider"] == "shm" and d["handshake"] == "memfd" and [r["bytes"] for r in d["results"]] == [1024, 8192] and all(r["iters"] == 3 for r in d["results"]) and d["proxy_threads_per_proc"] == [1, 1, 1, 1]' \
+	'd["collective"] == "allgather" and d["ranks_per_proxy"] == "default" and d["world_size"] == 4 and d["procs"] == 4 and d["launcher"] == "self" and d["provider"] == "shm" and d["handshake"] == "memfd" and d["shm_copy"].startswith("CMA ") and [r["bytes"] for r in d["results"]] == [1024, 8192] and all(r["iters"] == 3 for r in d["results"]) and d["proxy_threads_per_proc"] == [1, 1, 1, 1]' \
 	-- --size 1K,8K --iters 3 --warmup 1
 
 # 3 ranks do not divide 1000: each rank's chunk rounds down to whole words.
