@@ -124,7 +124,9 @@ enum nproxy_status nproxy_enq_proxy_tasks(struct nproxy_comm *comm, const struct
 	bar_st = npx_proxy_status_new(comm, ctx, NPROXY_TASK_BARRIER);
 	if (!net_st || !bar_st)
 		goto err;
+	/* Only auto reads the rule: never and always need no walk of the ops. */
 	net_st->auto_drive = bar_st->auto_drive =
+		comm->queue->caller_drives == PROXY_CALLER_DRIVES_AUTO &&
 		npx_proxy_auto_drives(comm->n_ranks, reduce_bytes(&op), npx_proxy_comms_open());
 	net = npx_proxy_net_task_new(comm, &op, words, &dev, net_st, exec_id);
 	if (!net)

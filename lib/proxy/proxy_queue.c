@@ -502,7 +502,13 @@ static uint64_t driven_for_ns(struct proxy_queue *q)
 	if (!until)
 		return 0;
 	now = npx_now_ns();
-	return until > now ? until - now : 0;
+	if (until > now)
+		return until - now;
+	/* Over: clear it, so the worker's later passes read no clock for it
+	 * (a driver that set a new grace meanwhile keeps its own). */
+	__atomic_compare_exchange_n(&q->driven_until_ns, &until, 0, false, __ATOMIC_SEQ_CST,
+				    __ATOMIC_SEQ_CST);
+	return 0;
 }
 
 /*
