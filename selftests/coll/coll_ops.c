@@ -8,6 +8,7 @@
  */
 #include <inttypes.h>
 #include <math.h>
+#include <sys/mman.h>
 #include "kselftest_harness.h"
 #include "coll_test.h"
 
@@ -101,6 +102,18 @@ TEST(allgather_in_place_2_ranks)
 TEST(allgather_out_of_place_3_ranks_odd_count)
 {
 	job_ok(_metadata, "ag3", 3, allgather_rank, 1001, true);
+}
+
+/* Power-of-two rank counts: recursive doubling, out of place (its COPY
+ * must land before the second step forwards it) and in place. */
+TEST(allgather_out_of_place_4_ranks)
+{
+	job_ok(_metadata, "ag4", 4, allgather_rank, 1001, true);
+}
+
+TEST(allgather_in_place_8_ranks)
+{
+	job_ok(_metadata, "ag8", 8, allgather_rank, 333, false);
 }
 
 /* ---- allreduce: every type, every op ---- */
@@ -211,6 +224,95 @@ TEST(allreduce_every_type_and_op_2_ranks)
 TEST(allreduce_every_type_and_op_3_ranks_out_of_place_odd_count)
 {
 	job_ok(_metadata, "ar3", 3, allreduce_rank, 301, true);
+}
+
+/* Four ranks: recursive doubling for small ops (float MAX and MIN: the ring). */
+TEST(allreduce_every_type_and_op_4_ranks_out_of_place)
+{
+	job_ok(_metadata, "ar4", 4, allreduce_rank, 301, true);
+}
+
+TEST(allreduce_every_type_and_op_4_ranks_in_place)
+{
+	job_ok(_metadata, "ar4i", 4, allreduce_rank, 64, false);
+}
+
+/*
+ * Every rank ends with the same bits, whichever algorithm ran: float sums
+ * of values no order makes exact (recursive doubling: small ops; the ring:
+ * over COLL_DOUBLING_MAX_BYTES), and MAX over -0 and +0, where the order
+ * of the operands picks the sign.  Each rank copies its result into a
+ * region shared with the test, which compares them.
+ */
+struct agree_job {
+	struct job base;
+	uint64_t count;
+	enum nproxy_dtype dtype;
+	enum nproxy_redop op;
+	unsigned char *results;		/* n_ranks x count x 8, MAP_SHARED */
+};
+
+static int agree_rank(uint32_t i, uint32_t n, void *arg)
+{
+	struct agree_job *job = arg;
+	struct nproxy_coll_desc d = NPROXY_COLL_DESC_INIT;
+	size_t es = nproxy_dtype_size(job->dtype), bytes = job->count * es;
+	unsigned char *buf = malloc(bytes);
+	struct ct_rank r;
+	int rc;
+
+	if (!buf)
+		return 80;
+	for (uint64_t e = 0; e < job->count; e++) {
+		double v = job->op == NPROXY_MAX ? ((e + i) % 3 ? 0.0 : -0.0) :
+			   1.0 / (double)(3 + e % 97) + 0.1 * (double)i;
+
+		if (job->dtype == NPROXY_FLOAT32)
+			((float *)buf)[e] = (float)v;
+		else
+			((double *)buf)[e] = v;
+	}
+	rc = ct_open(job->base.id, i, n, &r);
+	if (rc)
+		return rc;
+	d.kind = NPROXY_COLL_ALLREDUCE;
+	d.dtype = job->dtype;
+	d.redop = job->op;
+	d.count = job->count;
+	d.recvbuf = buf;
+	rc = ct_run(&r, i, &d);
+	if (!rc)
+		memcpy(job->results + (size_t)i * bytes, buf, bytes);
+	ct_close(&r);
+	free(buf);
+	return rc;
+}
+
+static void agree(struct __test_metadata *_metadata, const char *what, enum nproxy_dtype t,
+		  enum nproxy_redop op, uint64_t count)
+{
+	struct agree_job job = { .count = count, .dtype = t, .op = op };
+	size_t bytes = count * nproxy_dtype_size(t);
+
+	job.results = mmap(NULL, 4 * bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+			   -1, 0);
+	ASSERT_NE(MAP_FAILED, job.results);
+	memset(job.results, 0xA5, 4 * bytes);
+	ASSERT_EQ(0, run_job(what, 4, agree_rank, &job.base));
+	for (uint32_t k = 1; k < 4; k++) {
+		if (memcmp(job.results, job.results + k * bytes, bytes))
+			TH_LOG("rank %u's %s result differs from rank 0's", k, what);
+		EXPECT_EQ(0, memcmp(job.results, job.results + k * bytes, bytes));
+	}
+	munmap(job.results, 4 * bytes);
+}
+
+TEST(allreduce_ranks_agree_bit_for_bit_4_ranks)
+{
+	agree(_metadata, "sum-f32-small", NPROXY_FLOAT32, NPROXY_SUM, 1000);
+	agree(_metadata, "sum-f64-small", NPROXY_FLOAT64, NPROXY_SUM, 4096);
+	agree(_metadata, "sum-f32-large", NPROXY_FLOAT32, NPROXY_SUM, 100000);
+	agree(_metadata, "max-signed-zero", NPROXY_FLOAT32, NPROXY_MAX, 1000);
 }
 
 /*
