@@ -37,7 +37,7 @@
 # socket forces mpirun's --bind-to (default: Open MPI's own policy, printed);
 # MPI_SINGLE_COPY=same|cma|none: vader's btl_vader_single_copy_mechanism
 # (default same: what nproxy-run's shm uses here, from its "shm_copy" --
-# nproxy switches CMA off where a CMA read costs over twice a memcpy, and
+# nproxy switches CMA off where a CMA read costs over 1.6 times a memcpy, and
 # Open MPI gains from the same switch, so like is compared with like);
 # NPROXY_BUILD: build tree (default <top>/build); NPROXY_RUN: the nproxy-run to
 # measure (default $NPROXY_BUILD/bin/nproxy-run); RUN_TIMEOUT: seconds per

@@ -36,7 +36,7 @@ ROUNDS=${ROUNDS:-1}
 providers=("$@")
 ((${#providers[@]})) || providers=(shm "tcp;ofi_rxm" "udp;ofi_rxd")
 export FI_TCP_IFACE=${FI_TCP_IFACE:-lo} FI_UDP_IFACE=${FI_UDP_IFACE:-lo}
-# nproxy's engine turns shm's CMA off where a CMA read costs over twice a
+# nproxy's engine turns shm's CMA off where a CMA read costs over 1.6 times a
 # memcpy (lib/net/net_shm_copy.c); fi_pingpong gets the same protocol, so
 # the ratio compares the engines, not the protocols.
 np_run=${NPROXY_BUILD:-$top/build}/bin/nproxy-run

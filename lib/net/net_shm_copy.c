@@ -14,8 +14,8 @@
  * So, once per process and before libfabric reads its settings (the first
  * fi_getinfo()), NPROXY_SHM_CMA decides:
  *   auto (default)  time a CMA read of this process's own memory against
- *                   a memcpy of it; more than SHM_CMA_MAX_RATIO times
- *                   slower: FI_SHM_DISABLE_CMA=1, else leave it on
+ *                   a memcpy of it; more than SHM_CMA_MAX_RATIO (1.6)
+ *                   times slower: FI_SHM_DISABLE_CMA=1, else leave it on
  *   on | off        CMA on (libfabric's default) or off, unmeasured
  * A FI_SHM_DISABLE_CMA the user set wins over all of it.  The choice is
  * nproxy_net_shm_copy() (nproxy-run prints it; bench/coll_run.sh gives
@@ -33,9 +33,15 @@
 #include "net_internal.h"
 
 #define SHM_CMA_PROBE_BYTES	(1u << 20)
-#define SHM_CMA_PROBE_ROUNDS	5
-/* SAR makes two copies, but on two cpus at once: CMA must beat two. */
-#define SHM_CMA_MAX_RATIO	2.0
+#define SHM_CMA_PROBE_ROUNDS	9
+/*
+ * SAR makes two copies, but on two cpus at once, plus the hand-offs of its
+ * bounce buffers: CMA wins while its read costs well under two copies.  The
+ * line sits below 2 because a loaded host narrows the measured gap (here:
+ * 2.9-3.3x quiet, 2.0x beside a busy test suite), and the best of the
+ * rounds is taken for each side for the same reason.
+ */
+#define SHM_CMA_MAX_RATIO	1.6
 
 static pthread_once_t shm_copy_once = PTHREAD_ONCE_INIT;
 static char shm_copy_text[96];
