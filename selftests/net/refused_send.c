@@ -13,6 +13,13 @@
  * replaced by one that refuses every send to rank 1.  Ranks 1 and 2 stay
  * up and silent.  Rank 0 must fail with NPROXY_TIMEOUT naming the receive
  * from rank 2 -- not wait out the open's deadline on the refused send.
+ *
+ * A host barrier a caller arrives at proves every rank reached an op after
+ * its open: from then on a wait on any peer, one this rank only sends to
+ * among them, is on the ops' deadline.  Four ranks (a dissemination
+ * barrier's rank 0 receives from ranks 3 and 2, never from rank 1) pass
+ * host barrier 1, then rank 0's block holds only the send to rank 1, which
+ * is refused: it must fail naming the refused send within the ops' deadline.
  */
 #include "kselftest_harness.h"
 /* Multi-process tests on a shared 2-CPU box: each test bounds its ranks
@@ -34,6 +41,7 @@
 
 struct refuse_job {
 	char root[64];
+	uint32_t n;			/* 3: ring first; 4: host barrier first */
 	volatile int *rank0_done;	/* shared: rank 0 finished, the others may close */
 };
 
@@ -60,7 +68,7 @@ static void refuse_sends_to(struct nproxy_net *net, uint32_t peer)
 	net->ep->tagged = &spy_ops;
 }
 
-static int rank0_block(struct nproxy_net *net)
+static int rank0_block(struct nproxy_net *net, bool send_only)
 {
 	static uint8_t buf[2][256];
 	struct nproxy_net_op ops[2] = {
@@ -68,7 +76,7 @@ static int rank0_block(struct nproxy_net *net)
 		{ .kind = NPROXY_NET_OP_RECV, .peer = 2, .addr_idx = 1, .len = 64 },
 	};
 	struct nproxy_net_addr addrs[2];
-	struct nproxy_fifo_set fs = { .ops = ops, .n_ops = 2, .src = addrs, .n_src = 2,
+	struct nproxy_fifo_set fs = { .ops = ops, .n_ops = send_only ? 1 : 2, .src = addrs, .n_src = 2,
 				      .dst = addrs, .n_dst = 2 };
 	struct nproxy_seam seam;
 	enum nproxy_status st;
@@ -91,14 +99,31 @@ static int rank0_block(struct nproxy_net *net)
 	nproxy_net_mr_deregister(net, mr);
 	if (!refused)
 		return R0_NO_REFUSAL;
+	if (send_only)
+		return st == NPROXY_TIMEOUT && strstr(why, "send to rank 1") &&
+		       strstr(why, "-FI_EAGAIN") && strstr(why, "host ") ? R0_OK : R0_WRONG_ERROR;
 	return st == NPROXY_TIMEOUT && strstr(why, "recv from rank 2") &&
 	       strstr(why, "made no progress") && strstr(why, "host ") ? R0_OK : R0_WRONG_ERROR;
+}
+
+/* Host barrier 1 (the open's is 0), bounded by the engine's deadlines. */
+static enum nproxy_status host_barrier(struct nproxy_net *net)
+{
+	struct nproxy_host_barrier hb;
+	enum nproxy_status st;
+	bool done = false;
+
+	nproxy_net_host_barrier(net, &hb);
+	st = hb.ops->arrive(hb.ctx, 1);
+	while (!st && !done)
+		st = hb.ops->test(hb.ctx, 1, &done);
+	return st;
 }
 
 static int refuse_rank(uint32_t rank, void *arg)
 {
 	struct refuse_job *job = arg;
-	struct nproxy_net_opts o = { .size = sizeof(o), .rank = rank, .n_ranks = 3, .comm_id = 5,
+	struct nproxy_net_opts o = { .size = sizeof(o), .rank = rank, .n_ranks = job->n, .comm_id = 5,
 				     .timeout_ms = OPS_TIMEOUT_MS,
 				     .rdzv_timeout_ms = OPEN_LIMIT_MS, .root = job->root,
 				     .provider = "shm" };
@@ -107,11 +132,13 @@ static int refuse_rank(uint32_t rank, void *arg)
 
 	if (nproxy_net_open(&o, &net))
 		return 2;
-	/* Every rank at its first op, rank 0 has heard from rank 2 (its left). */
-	if (ring_allgather(net, 4096, 1, 0, OPS_TIMEOUT_MS)) {
+	/* Every rank at its first op; rank 0 has heard from rank 2 (its left in
+	 * the ring of 3; the barrier's round 1 in 4), never from rank 1. */
+	if (job->n == 3 ? ring_allgather(net, 4096, 1, 0, OPS_TIMEOUT_MS) != 0 :
+	    host_barrier(net) != NPROXY_SUCCESS) {
 		rc = 3;
 	} else if (rank == 0) {
-		rc = rank0_block(net);
+		rc = rank0_block(net, job->n == 4);
 	} else {
 		/* Up and silent until rank 0 is through (bounded). */
 		for (int64_t end = ring_now_ms() + DRIVE_LIMIT_MS + 5000;
@@ -124,21 +151,25 @@ static int refuse_rank(uint32_t rank, void *arg)
 	return rc;
 }
 
-TEST(refused_send_does_not_hold_back_receives)
+static void run_refused(struct __test_metadata *_metadata, uint32_t n)
 {
 	volatile int *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
 				    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	struct refuse_job job = { .rank0_done = shared };
-	int exits[3];
+	struct refuse_job job = { .n = n, .rank0_done = shared };
+	int exits[4];
 
 	ASSERT_NE(MAP_FAILED, (void *)shared);
 	snprintf(job.root, sizeof(job.root), "127.0.0.1:%d", ring_free_port());
-	ring_fork_ranks(3, refuse_rank, &job, DRIVE_LIMIT_MS + 20000, exits);
-	EXPECT_EQ(R0_OK, exits[0]) TH_LOG("rank 0 exit %d (%d: never refused, %d: not the receive's deadline)",
+	ring_fork_ranks(n, refuse_rank, &job, DRIVE_LIMIT_MS + 20000, exits);
+	EXPECT_EQ(R0_OK, exits[0]) TH_LOG("rank 0 exit %d (%d: never refused, %d: not the expected deadline)",
 					   exits[0], R0_NO_REFUSAL, R0_WRONG_ERROR);
-	EXPECT_EQ(0, exits[1]);
-	EXPECT_EQ(0, exits[2]);
+	for (uint32_t r = 1; r < n; r++) {
+		EXPECT_EQ(0, exits[r]) TH_LOG("rank %u exit %d", r, exits[r]);
+	}
 	munmap((void *)shared, 4096);
 }
+
+TEST(refused_send_does_not_hold_back_receives) { run_refused(_metadata, 3); }
+TEST(after_a_host_barrier_a_send_only_peer_is_on_the_ops_deadline) { run_refused(_metadata, 4); }
 
 TEST_HARNESS_MAIN
