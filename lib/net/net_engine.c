@@ -14,12 +14,7 @@
  * cannot go yet (precondition not met, its (peer, direction) channel out
  * of credits) holds back the later ops of the same channel, so each channel
  * posts in FIFO order while a send waiting on the device does not hold back
- * the receives that feed it.  Nor does a send the provider refuses
- * (-FI_EAGAIN: ofi_rxm reconnecting to a peer whose connection closed, a
- * full queue): the receives are posted all the same, so each of them has
- * its peer's deadline running -- a refused send alone would leave the
- * block waiting on the refused peer's deadline only, which is the open's
- * for a peer this rank only sends to (a ring's next rank).
+ * the receives that feed it.
  */
 #include <inttypes.h>
 #include <sched.h>
@@ -332,19 +327,16 @@ static void run_local(struct nproxy_net *net, struct net_block *b, struct net_op
 }
 
 /*
- * One posting pass over block b.  The sends pass looks at sends only, the
- * receives pass (after a refused send) at receives only, and both leave
- * first_unposted alone; the full pass looks at everything left.
+ * One posting pass over block b.  The sends pass looks at sends only and
+ * leaves first_unposted alone; the full pass looks at everything left.
  * Returns NPROXY_SUCCESS with *again set when the provider refused a post
- * (-FI_EAGAIN): the pass ends there.
+ * (-FI_EAGAIN): the caller stops posting for this tick.
  */
-enum net_pass { NET_PASS_SENDS, NET_PASS_RECVS, NET_PASS_ALL };
-
 static enum nproxy_status post_pass(struct nproxy_net *net, struct net_block *b, uint32_t scan,
-				    enum net_pass pass, uint32_t *posted, bool *again)
+				    bool sends_only, uint32_t *posted, bool *again)
 {
 	const struct nproxy_fifo_set *f = &b->fifos;
-	bool contiguous = pass == NET_PASS_ALL, local_held = false;
+	bool contiguous = !sends_only, local_held = false;
 	uint32_t scanned = 0;	/* per pass: held-back sends must not starve the receives */
 
 	for (uint32_t i = b->first_unposted; i < f->n_ops; i++) {
@@ -362,8 +354,7 @@ static enum nproxy_status post_pass(struct nproxy_net *net, struct net_block *b,
 		/* Receives count against the sends pass's budget too: bounded work. */
 		if (++scanned > NET_SCAN_MAX_PER_TICK || *posted >= NET_POST_MAX_PER_TICK)
 			break;
-		if ((pass == NET_PASS_SENDS && !s->req.is_send) ||
-		    (pass == NET_PASS_RECVS && (s->req.is_send || s->local)))
+		if (sends_only && !s->req.is_send)
 			continue;
 		if (s->local) {
 			/* In FIFO order among themselves, once their precondition holds. */
@@ -437,11 +428,9 @@ static enum nproxy_status post_block(struct nproxy_net *net, struct net_block *b
 
 	if (scan == 0)	/* wrapped: stale stamps might look current */
 		scan = net->scan = 1, memset(net->chan_stamp, 0, 2 * net->n_ranks * sizeof(uint32_t));
-	st = post_pass(net, b, scan, NET_PASS_SENDS, &posted, &again);
-	/* A refused send: the receives go all the same (top of the file). */
-	if (st == NPROXY_SUCCESS)
-		st = post_pass(net, b, scan, again ? NET_PASS_RECVS : NET_PASS_ALL, &posted,
-			       &again);
+	st = post_pass(net, b, scan, true, &posted, &again);
+	if (st == NPROXY_SUCCESS && !again)
+		st = post_pass(net, b, scan, false, &posted, &again);
 	if (st != NPROXY_SUCCESS)
 		return st;
 	*moved += posted;
@@ -458,7 +447,8 @@ static enum nproxy_status post_block(struct nproxy_net *net, struct net_block *b
  * A peer not heard from since the open, and every peer while the first
  * host barrier is in flight, gets the open's deadline
  * (npx_net_peer_limit_ms()): a rank may still be setting up for its
- * first op.
+ * first op.  Posts refused to a peer that already completed a send from
+ * this rank are on the ops' deadline (npx_net_refused_limit_ms()).
  * Run only on idle ticks, at most once per millisecond.
  */
 static enum nproxy_status check_deadlines(struct nproxy_net *net, struct net_block *b)
@@ -469,7 +459,8 @@ static enum nproxy_status check_deadlines(struct nproxy_net *net, struct net_blo
 	if (now == net->last_deadline_check_ms)
 		return NPROXY_SUCCESS;
 	net->last_deadline_check_ms = now;
-	limit = b->eagain_since_ms ? npx_net_peer_limit_ms(net, b->fifos.ops[b->eagain_op].peer) : 0;
+	limit = b->eagain_since_ms ? npx_net_refused_limit_ms(net, b->fifos.ops[b->eagain_op].peer) :
+				     0;
 	if (b->eagain_since_ms && now - b->eagain_since_ms > limit) {
 		const struct nproxy_net_op *op = &b->fifos.ops[b->eagain_op];
 		char host[64];

@@ -1,25 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * A send the provider refuses for good (-FI_EAGAIN: ofi_rxm reconnecting
- * to a ring's next rank after it died) must not keep the block's receives
- * from being posted: each receive's no-progress deadline is what ends the
- * block when its peer stops sending.  The refused send's own deadline is
- * the open's for a peer this rank only sends to (it never heard from it),
- * far longer than the ops' timeout.
+ * to a ring's next rank after it died) ends the block within the ops'
+ * deadline, naming the refused peer, once that peer is known past its
+ * open's setup -- not at the open's deadline, which a wait on a peer this
+ * rank never received from gets.  Rank 0's endpoint gets a tagged send
+ * that refuses every send to one peer; the other ranks stay up and silent.
  *
- * Three ranks over shm run a ring all-gather (rank 0 hears from rank 2,
- * never from rank 1), then rank 0 alone starts a block of a send to
- * rank 1 and a receive from rank 2, with its endpoint's tagged send
- * replaced by one that refuses every send to rank 1.  Ranks 1 and 2 stay
- * up and silent.  Rank 0 must fail with NPROXY_TIMEOUT naming the receive
- * from rank 2 -- not wait out the open's deadline on the refused send.
+ * Ring first: three ranks over shm run a ring all-gather (rank 0 sends to
+ * rank 1, never receives from it), then rank 0 alone starts a block of a
+ * send to rank 1 and a receive from rank 2.  A completed send says rank
+ * 1's endpoint took rank 0's messages after its open.
  *
- * A host barrier a caller arrives at proves every rank reached an op after
- * its open: from then on a wait on any peer, one this rank only sends to
- * among them, is on the ops' deadline.  Four ranks (a dissemination
- * barrier's rank 0 receives from ranks 3 and 2, never from rank 1) pass
- * host barrier 1, then rank 0's block holds only the send to rank 1, which
- * is refused: it must fail naming the refused send within the ops' deadline.
+ * Barrier first: a host barrier a caller arrives at proves every rank
+ * reached an op after its open.  In a dissemination barrier of eight
+ * ranks rank 0 sends to ranks 1, 2, 4 and receives from 7, 6, 4: rank 3
+ * is neither heard nor reached.  After host barrier 1, rank 0's block of
+ * one send to rank 3 is refused.
  */
 #include "kselftest_harness.h"
 /* Multi-process tests on a shared 2-CPU box: each test bounds its ranks
@@ -31,17 +28,17 @@
 #include "net/net_internal.h"
 
 #define OPS_TIMEOUT_MS	1000
-#define OPEN_LIMIT_MS	60000	/* the refused send's deadline (rank 1 never heard) */
+#define OPEN_LIMIT_MS	60000	/* a wait on a peer never heard from */
 #define DRIVE_LIMIT_MS	15000	/* the test's backstop: well under OPEN_LIMIT_MS */
 
 /* Exit codes of rank 0. */
 #define R0_OK		0
 #define R0_NO_REFUSAL	10	/* the spy never refused: the case was not run */
-#define R0_WRONG_ERROR	11	/* failed, but not on the receive's deadline */
+#define R0_WRONG_ERROR	11	/* failed, but not naming the refused send */
 
 struct refuse_job {
 	char root[64];
-	uint32_t n;			/* 3: ring first; 4: host barrier first */
+	uint32_t n;			/* 3: ring first; 8: host barrier first */
 	volatile int *rank0_done;	/* shared: rank 0 finished, the others may close */
 };
 
@@ -68,13 +65,15 @@ static void refuse_sends_to(struct nproxy_net *net, uint32_t peer)
 	net->ep->tagged = &spy_ops;
 }
 
-static int rank0_block(struct nproxy_net *net, bool send_only)
+/* Rank 0's block: a send to `to` (refused), then a receive from rank 2 unless send_only. */
+static int rank0_block(struct nproxy_net *net, uint32_t to, bool send_only)
 {
 	static uint8_t buf[2][256];
 	struct nproxy_net_op ops[2] = {
-		{ .kind = NPROXY_NET_OP_SEND, .peer = 1, .addr_idx = 0, .len = 64 },
+		{ .kind = NPROXY_NET_OP_SEND, .peer = to, .addr_idx = 0, .len = 64 },
 		{ .kind = NPROXY_NET_OP_RECV, .peer = 2, .addr_idx = 1, .len = 64 },
 	};
+	char want[32];
 	struct nproxy_net_addr addrs[2];
 	struct nproxy_fifo_set fs = { .ops = ops, .n_ops = send_only ? 1 : 2, .src = addrs, .n_src = 2,
 				      .dst = addrs, .n_dst = 2 };
@@ -87,7 +86,7 @@ static int rank0_block(struct nproxy_net *net, bool send_only)
 		return 1;
 	addrs[0] = (struct nproxy_net_addr){ .mr = mr, .offset = 0 };
 	addrs[1] = (struct nproxy_net_addr){ .mr = mr, .offset = sizeof(buf[0]) };
-	refuse_sends_to(net, 1);
+	refuse_sends_to(net, to);
 	nproxy_net_seam(net, &seam);
 	st = seam.ops->start(seam.engine, 0, 2, &fs, NULL);
 	if (!st)
@@ -99,11 +98,9 @@ static int rank0_block(struct nproxy_net *net, bool send_only)
 	nproxy_net_mr_deregister(net, mr);
 	if (!refused)
 		return R0_NO_REFUSAL;
-	if (send_only)
-		return st == NPROXY_TIMEOUT && strstr(why, "send to rank 1") &&
-		       strstr(why, "-FI_EAGAIN") && strstr(why, "host ") ? R0_OK : R0_WRONG_ERROR;
-	return st == NPROXY_TIMEOUT && strstr(why, "recv from rank 2") &&
-	       strstr(why, "made no progress") && strstr(why, "host ") ? R0_OK : R0_WRONG_ERROR;
+	snprintf(want, sizeof(want), "send to rank %u", to);
+	return st == NPROXY_TIMEOUT && strstr(why, want) && strstr(why, "-FI_EAGAIN") &&
+	       strstr(why, "host ") ? R0_OK : R0_WRONG_ERROR;
 }
 
 /* Host barrier 1 (the open's is 0), bounded by the engine's deadlines. */
@@ -132,13 +129,12 @@ static int refuse_rank(uint32_t rank, void *arg)
 
 	if (nproxy_net_open(&o, &net))
 		return 2;
-	/* Every rank at its first op; rank 0 has heard from rank 2 (its left in
-	 * the ring of 3; the barrier's round 1 in 4), never from rank 1. */
+	/* Every rank at its first op (top of the file). */
 	if (job->n == 3 ? ring_allgather(net, 4096, 1, 0, OPS_TIMEOUT_MS) != 0 :
 	    host_barrier(net) != NPROXY_SUCCESS) {
 		rc = 3;
 	} else if (rank == 0) {
-		rc = rank0_block(net, job->n == 4);
+		rc = job->n == 3 ? rank0_block(net, 1, false) : rank0_block(net, 3, true);
 	} else {
 		/* Up and silent until rank 0 is through (bounded). */
 		for (int64_t end = ring_now_ms() + DRIVE_LIMIT_MS + 5000;
@@ -156,7 +152,7 @@ static void run_refused(struct __test_metadata *_metadata, uint32_t n)
 	volatile int *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
 				    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	struct refuse_job job = { .n = n, .rank0_done = shared };
-	int exits[4];
+	int exits[8];
 
 	ASSERT_NE(MAP_FAILED, (void *)shared);
 	snprintf(job.root, sizeof(job.root), "127.0.0.1:%d", ring_free_port());
@@ -169,7 +165,7 @@ static void run_refused(struct __test_metadata *_metadata, uint32_t n)
 	munmap((void *)shared, 4096);
 }
 
-TEST(refused_send_does_not_hold_back_receives) { run_refused(_metadata, 3); }
-TEST(after_a_host_barrier_a_send_only_peer_is_on_the_ops_deadline) { run_refused(_metadata, 4); }
+TEST(refused_send_to_a_reached_peer_is_on_the_ops_deadline) { run_refused(_metadata, 3); }
+TEST(after_a_host_barrier_every_peer_is_on_the_ops_deadline) { run_refused(_metadata, 8); }
 
 TEST_HARNESS_MAIN
