@@ -202,6 +202,13 @@ static enum nproxy_status bar_step(struct nproxy_net *net, uint64_t seq, bool *d
 		if (sent) {
 			bar->active = false;
 			net->first_barrier_in = false;
+			/*
+			 * A caller's barrier (the open's is 0) done: every rank
+			 * reached an op after its open, the peers this rank only
+			 * sends to (a ring's next rank) among them.
+			 */
+			for (uint32_t r = 0; seq && net->opened && r < net->n_ranks; r++)
+				net->heard[r] = true;
 			*done = true;
 			return NPROXY_SUCCESS;
 		}

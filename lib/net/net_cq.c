@@ -26,12 +26,22 @@ int npx_net_peer_limit_ms(const struct nproxy_net *net, uint32_t peer)
 	return net->timeout_ms;
 }
 
-/* A completion involving peer; a receive says the peer is past its open. */
+int npx_net_refused_limit_ms(const struct nproxy_net *net, uint32_t peer)
+{
+	if (net->opened && peer < net->n_ranks && net->reached[peer] && !net->first_barrier_in)
+		return net->timeout_ms;
+	return npx_net_peer_limit_ms(net, peer);
+}
+
+/*
+ * A completion involving peer; a receive says the peer is past its open,
+ * a send that its endpoint took this rank's messages since the open.
+ */
 static void peer_active(struct nproxy_net *net, const struct net_req *req)
 {
 	net->last_activity_ms[req->peer] = npx_now_ms();
-	if (!req->is_send && net->opened)
-		net->heard[req->peer] = true;
+	if (net->opened)
+		*(req->is_send ? &net->reached[req->peer] : &net->heard[req->peer]) = true;
 }
 
 void npx_net_barrier_complete(struct nproxy_net *net, struct net_req *req, bool ok)

@@ -447,7 +447,8 @@ static enum nproxy_status post_block(struct nproxy_net *net, struct net_block *b
  * A peer not heard from since the open, and every peer while the first
  * host barrier is in flight, gets the open's deadline
  * (npx_net_peer_limit_ms()): a rank may still be setting up for its
- * first op.
+ * first op.  Posts refused to a peer that already completed a send from
+ * this rank are on the ops' deadline (npx_net_refused_limit_ms()).
  * Run only on idle ticks, at most once per millisecond.
  */
 static enum nproxy_status check_deadlines(struct nproxy_net *net, struct net_block *b)
@@ -458,7 +459,8 @@ static enum nproxy_status check_deadlines(struct nproxy_net *net, struct net_blo
 	if (now == net->last_deadline_check_ms)
 		return NPROXY_SUCCESS;
 	net->last_deadline_check_ms = now;
-	limit = b->eagain_since_ms ? npx_net_peer_limit_ms(net, b->fifos.ops[b->eagain_op].peer) : 0;
+	limit = b->eagain_since_ms ? npx_net_refused_limit_ms(net, b->fifos.ops[b->eagain_op].peer) :
+				     0;
 	if (b->eagain_since_ms && now - b->eagain_since_ms > limit) {
 		const struct nproxy_net_op *op = &b->fifos.ops[b->eagain_op];
 		char host[64];

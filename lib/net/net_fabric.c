@@ -333,8 +333,9 @@ static bool alloc_per_peer(struct nproxy_net *net)
 	net->chan_stamp = calloc(2 * (size_t)net->n_ranks, sizeof(*net->chan_stamp));
 	net->last_activity_ms = calloc(net->n_ranks, sizeof(*net->last_activity_ms));
 	net->heard = calloc(net->n_ranks, sizeof(*net->heard));
+	net->reached = calloc(net->n_ranks, sizeof(*net->reached));
 	return net->peers && net->inflight && net->chan_stamp && net->last_activity_ms &&
-	       net->heard;
+	       net->heard && net->reached;
 }
 
 /* The open's one info line: where its time went (connected_ms 0: no connect phase). */
@@ -489,6 +490,7 @@ NPROXY_API void nproxy_net_close(struct nproxy_net *net)
 	free(net->chan_stamp);
 	free(net->last_activity_ms);
 	free(net->heard);
+	free(net->reached);
 	pthread_mutex_destroy(&net->lock);
 	free(net);
 }

@@ -162,6 +162,14 @@ struct nproxy_net {
 	bool opened;			/* nproxy_net_open() is returning */
 	bool *heard;			/* [peer]: received from since the open */
 	/*
+	 * [peer]: a send of this rank to it completed since the open.  A send
+	 * refused after that is not a peer still setting up but one whose
+	 * connection is gone (ofi_rxm refuses for as long as a closed peer is
+	 * gone): npx_net_refused_limit_ms().  A ring's next rank is reached,
+	 * never heard.
+	 */
+	bool *reached;
+	/*
 	 * A caller's first host barrier (seq 1) done here proves that every
 	 * rank reached its first op.  While it is in flight (a comm's first
 	 * op: its data moves beside its barrier) a wait on a peer already
@@ -201,6 +209,8 @@ void npx_net_engine_free(struct nproxy_net *net);
 /* net_cq.c: the shared completion queue */
 /* The no-progress deadline of a wait on peer (see heard). */
 int npx_net_peer_limit_ms(const struct nproxy_net *net, uint32_t peer);
+/* The deadline of posts to peer the provider keeps refusing (see reached). */
+int npx_net_refused_limit_ms(const struct nproxy_net *net, uint32_t peer);
 enum nproxy_status npx_net_drain_cq(struct nproxy_net *net, uint32_t *moved);
 /* A local op (REDUCE, COPY) ran in the posting pass: count it done, apply its increment. */
 void npx_net_local_op_done(struct nproxy_net *net, struct net_op_state *s);
