@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include <nproxy/log.h>
@@ -71,17 +72,28 @@ static void probe(char *from, char *to, size_t len, uint64_t *memcpy_ns, uint64_
 	}
 }
 
+/* libfabric's false for a boolean setting (fi_param_get_bool()). */
+static bool says_no(const char *v)
+{
+	static const char *const no[] = { "0", "false", "no", "off" };
+
+	for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+		if (!strcasecmp(v, no[i]))
+			return true;
+	return false;
+}
+
 static void choose(void)
 {
 	static const char *const modes[] = { "auto", "on", "off" };
+	const char *user = getenv("FI_SHM_DISABLE_CMA");
 	uint64_t memcpy_ns, cma_ns;
 	unsigned int mode;
 	char *a, *b;
 
-	if (getenv("FI_SHM_DISABLE_CMA")) {
+	if (user) {
 		snprintf(shm_copy_text, sizeof(shm_copy_text), "CMA %s (FI_SHM_DISABLE_CMA=%s)",
-			 strcmp(getenv("FI_SHM_DISABLE_CMA"), "0") ? "off" : "on",
-			 getenv("FI_SHM_DISABLE_CMA"));
+			 says_no(user) ? "on" : "off", user);
 		return;
 	}
 	npx_env_choice("NPROXY_SHM_CMA", modes, 3, 0, &mode);

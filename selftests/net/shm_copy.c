@@ -65,6 +65,23 @@ static int the_users_variable_wins(void)
 	return v && !strcmp(v, "0") ? 0 : 2;
 }
 
+/* libfabric reads "no" as false too: CMA stays on. */
+static int the_users_no_wins(void)
+{
+	const char *text = nproxy_net_shm_copy();
+
+	return strcmp(text, "CMA on (FI_SHM_DISABLE_CMA=No)") ? 1 : 0;
+}
+
+static int the_users_yes_wins(void)
+{
+	const char *text = nproxy_net_shm_copy();
+
+	if (strcmp(text, "CMA off (FI_SHM_DISABLE_CMA=1)"))
+		return 1;
+	return !strcmp(getenv("FI_SHM_DISABLE_CMA"), "1") ? 0 : 2;
+}
+
 /* auto: "CMA off (auto: ...)" exactly when it set the variable. */
 static int auto_reports_what_it_set(void)
 {
@@ -117,6 +134,8 @@ TEST(on_leaves_cma_to_libfabric)
 TEST(a_fi_shm_disable_cma_of_the_user_wins)
 {
 	ASSERT_EQ(0, in_child("off", "0", the_users_variable_wins));
+	ASSERT_EQ(0, in_child("off", "No", the_users_no_wins));
+	ASSERT_EQ(0, in_child("on", "1", the_users_yes_wins));
 }
 
 TEST(auto_reports_what_it_chose)
