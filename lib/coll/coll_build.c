@@ -122,48 +122,6 @@ static bool same(struct nproxy_net_addr a, struct nproxy_net_addr b)
 }
 
 /*
- * Allgather of a power-of-two rank count: recursive doubling.  Before step
- * k rank r holds the 2^k parts of its aligned group, one contiguous range
- * (parts (r >> k) << k on); it swaps that range with rank r ^ 2^k, whose
- * group's range it lands next to its own.  log2 W round trips where the
- * ring makes W - 1, for the same bytes.  Step k > 0 sends what step k - 1
- * received: its SEND waits on the RECVs so far, and out of place on the
- * COPY that put this rank's own part in its place (the COPY adds to the
- * same semaphore, after step 0's RECV in FIFO order).  Up to
- * COLL_DOUBLING_MAX_BYTES of result: beyond, its last step's one message
- * of half the result ran slower than the ring's smaller ones (4 ranks,
- * 4 MiB: 2.2-2.5 ms ring, 2.7 ms doubling; 1 KiB: 149-162 -> 118-126 us).
- */
-static void build_allgather_doubling(struct builder *b, struct nproxy_net_addr out,
-				     struct nproxy_net_addr in, uint64_t part_len,
-				     uint64_t recv_base, uint64_t *recv_final)
-{
-	uint32_t r = b->c->me, k = 0;
-	struct nproxy_net_addr place = past(out, r * part_len);
-	uint64_t done = recv_base;
-
-	for (uint32_t dist = 1; dist < b->c->n_ranks; dist <<= 1, k++) {
-		uint32_t partner = r ^ dist, mine = (r >> k) << k, theirs = (partner >> k) << k;
-		uint32_t len = (uint32_t)(dist * part_len);
-		struct nproxy_net_op *op;
-
-		op = add(b, NPROXY_NET_OP_SEND, partner, len, k ? past(out, mine * part_len) : in,
-			 out);
-		if (k)
-			gate(op, COLL_SEM_RECV, done);
-		op = add(b, NPROXY_NET_OP_RECV, partner, len, out, past(out, theirs * part_len));
-		announce(op, COLL_SEM_RECV);
-		done++;
-		if (!k && !same(in, place)) {
-			op = add(b, NPROXY_NET_OP_COPY, 0, (uint32_t)part_len, in, place);
-			announce(op, COLL_SEM_RECV);
-			done++;
-		}
-	}
-	*recv_final = done;
-}
-
-/*
  * out: the result buffer; in: this rank's input, the first send's source.
  * Out of place (in is not its part of out) a COPY after the ring's ops
  * puts it there: it runs in the posting pass that posted the first send
@@ -379,10 +337,6 @@ enum nproxy_status npx_coll_build(struct nproxy_coll *c, const struct nproxy_col
 			st = input_at(c, d, out, c->me * part, part, &in);
 		if (st != NPROXY_SUCCESS)
 			return st;
-		if (!(W & (W - 1)) && total * esize <= COLL_DOUBLING_MAX_BYTES) {
-			build_allgather_doubling(&b, out, in, part, recv_base, recv_final);
-			break;
-		}
 		build_allgather(&b, out, in, part, recv_base);
 		*recv_final = recv_base + (W - 1);
 		break;

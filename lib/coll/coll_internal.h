@@ -13,14 +13,13 @@
 #include "common/common_internal.h"
 
 /* The op's completion semaphores: receives (and, in recursive doubling,
- * sends and the input's COPY), reductions. */
+ * sends), reductions. */
 #define COLL_SEM_RECV	1
 #define COLL_SEM_REDUCE	2
 #define COLL_MIN_SEMS	3
 /*
- * An allreduce or allgather of at most this many bytes (of result) and a
- * power-of-two rank count runs recursive doubling, not the ring
- * (coll_build.c).  Allreduce, measured here
+ * An allreduce of at most this many bytes and a power-of-two rank count
+ * runs recursive doubling, not the ring (coll_build.c).  Measured here
  * (median us, ring -> doubling): 4 ranks 1 KiB 268-363 -> 85-91, 64 KiB
  * 408-543 -> 239-251, 256 KiB 718-778 -> 625; 2 ranks even at 256 KiB and
  * worse above (512 KiB 101 -> 108-177).

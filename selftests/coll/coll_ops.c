@@ -104,8 +104,8 @@ TEST(allgather_out_of_place_3_ranks_odd_count)
 	job_ok(_metadata, "ag3", 3, allgather_rank, 1001, true);
 }
 
-/* Power-of-two rank counts: recursive doubling, out of place (its COPY
- * must land before the second step forwards it) and in place. */
+/* Power-of-two rank counts, out of place (the COPY that places the input
+ * runs beside the ring's sends) and in place. */
 TEST(allgather_out_of_place_4_ranks)
 {
 	job_ok(_metadata, "ag4", 4, allgather_rank, 1001, true);
