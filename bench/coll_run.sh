@@ -160,8 +160,7 @@ mpi_bind_args=()
 [[ -n ${MPI_BIND:-} ]] && mpi_bind_args=(--bind-to "$MPI_BIND")
 # vader's single copy: the same as nproxy's shm unless MPI_SINGLE_COPY says.
 mpi_copy=${MPI_SINGLE_COPY:-same}
-np_copy=$("$nprun" -q -p 2 -c allgather -s 1K -n 1 -w 0 --json 2>/dev/null |
-	python3 -c 'import json, sys; print(json.load(sys.stdin).get("shm_copy") or "")' 2>/dev/null)
+np_copy=$(nproxy_shm_copy "$nprun")
 if [[ $mpi_copy == same ]]; then
 	mpi_copy=cma
 	[[ $np_copy == "CMA off"* ]] && mpi_copy=none

@@ -40,8 +40,7 @@ export FI_TCP_IFACE=${FI_TCP_IFACE:-lo} FI_UDP_IFACE=${FI_UDP_IFACE:-lo}
 # memcpy (lib/net/net_shm_copy.c); fi_pingpong gets the same protocol, so
 # the ratio compares the engines, not the protocols.
 np_run=${NPROXY_BUILD:-$top/build}/bin/nproxy-run
-shm_copy=$("$np_run" -q -p 2 -c allgather -s 1K -n 1 -w 0 --json 2>/dev/null |
-	python3 -c 'import json, sys; print(json.load(sys.stdin).get("shm_copy") or "")' 2>/dev/null)
+shm_copy=$(nproxy_shm_copy "$np_run")
 [[ $shm_copy == "CMA off"* && -z ${FI_SHM_DISABLE_CMA:-} ]] && export FI_SHM_DISABLE_CMA=1
 echo "# shm large messages: ${shm_copy:-?} (fi_pingpong and net_pingpong alike)"
 tmp=$(mktemp -d)

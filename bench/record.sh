@@ -110,3 +110,11 @@ steal_round() {
 	echo "bench: $label ran under $pct% steal again: kept, marked invalid in the report" >&2
 	return $rc
 }
+
+# nproxy_shm_copy NPROXY_RUN: how that nproxy-run's shm copies large messages
+# here ("CMA off (auto: ...)", its --json shm_copy; empty if it cannot say),
+# for the baselines that must use the same protocol (coll_run.sh, net_run.sh).
+nproxy_shm_copy() {
+	"$1" -q -p 2 -c allgather -s 1K -n 1 -w 0 --json 2>/dev/null |
+		python3 -c 'import json, sys; print(json.load(sys.stdin).get("shm_copy") or "")' 2>/dev/null
+}
