@@ -18,14 +18,20 @@
  *    cpu_s, the barriers and the checks are left out -- summed over the
  *    timed iterations and over ranks (MPI_Reduce SUM).
  *  - data, as nproxy-run handles it (outside the timing): before every
- *    iteration each rank writes its input afresh, with values that depend
- *    on the iteration, and poisons its result buffer; after it the result
- *    is checked.  This is not decoration: an input written just before the
- *    op sits dirty in the writer's cache, and a peer's copy of it (CMA)
- *    costs about twice one of an input written once and left clean (2
- *    ranks, 1 MiB allgather, this host: 63 -> 113 us).  Measured without
- *    it, MPI ran on a warmer cache than nproxy-run and the ratio compared
- *    caches, not libraries.  -k keeps the input of the first iteration and
+ *    iteration each rank writes its input afresh, one of DATA_PATTERNS
+ *    patterns taken in turn (the previous iteration's data cannot pass),
+ *    and poisons its result buffer; after it the result is checked.  This
+ *    is not decoration: an input written just before the op sits dirty in
+ *    the writer's cache, and a peer's copy of it (CMA) costs about twice
+ *    one of an input written once and left clean (2 ranks, 1 MiB
+ *    allgather, this host: 63 -> 113 us).  Measured without it, MPI ran on
+ *    a warmer cache than nproxy-run and the ratio compared caches, not
+ *    libraries.  Each pattern's input and expected result are computed
+ *    once per size: the input is copied, the result compared with memcmp.
+ *    A check that computed every value burned more CPU than the op, and
+ *    with more ranks than CPUs that burst slowed the next timed op (4
+ *    ranks on 2 CPUs, 1 MiB allgather: 260-310 -> 790-930 us); nproxy-run
+ *    checks the same way.  -k keeps the input of the first iteration and
  *    checks only the last result (nccl-tests' way); nproxy-run has no such
  *    mode, so coll_run.sh does not use it.
  *  - in place (MPI_IN_PLACE), as nproxy-run's own rows are: the input is
@@ -54,6 +60,7 @@
 #include <unistd.h>
 
 #define MAX_SIZES 64
+#define DATA_PATTERNS 2	/* input patterns, taken in turn */
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -157,22 +164,28 @@ static int parse_opts(int argc, char **argv, struct coll_opts *o)
 	return o->ag < 0 || !o->n_sizes || o->iters < 1 || o->warmup < 0 ? -1 : 0;
 }
 
-/* A result, outside the timing: 1 (and a message) when a word is wrong. */
-static int check_result(const uint32_t *out, int rank, int w, int ag, size_t chunk, size_t total,
+/* The result of data pattern it, every rank's the same. */
+static void expect(uint32_t *want, int w, int ag, size_t chunk, size_t total, int it)
+{
+	for (size_t i = 0; i < total / 4; i++) {
+		want[i] = 0;
+		if (ag) {
+			want[i] = pattern((int)(i / (chunk / 4)), i % (chunk / 4), it);
+		} else {
+			for (int r = 0; r < w; r++)
+				want[i] += pattern(r, i, it);
+		}
+	}
+}
+
+/* A result that differs from want, outside the timing: the first wrong word, 1. */
+static int check_result(const uint32_t *out, const uint32_t *want, int rank, int ag, size_t total,
 			int it)
 {
 	for (size_t i = 0; i < total / 4; i++) {
-		uint32_t want = 0;
-
-		if (ag) {
-			want = pattern((int)(i / (chunk / 4)), i % (chunk / 4), it);
-		} else {
-			for (int r = 0; r < w; r++)
-				want += pattern(r, i, it);
-		}
-		if (out[i] != want) {
+		if (out[i] != want[i]) {
 			fprintf(stderr, "coll_mpi: rank %d: %s %zu B iteration %d: word %zu is 0x%08x, expected 0x%08x\n",
-				rank, ag ? "allgather" : "allreduce", total, it, i, out[i], want);
+				rank, ag ? "allgather" : "allreduce", total, it, i, out[i], want[i]);
 			return 1;
 		}
 	}
@@ -186,7 +199,7 @@ static int run_size(const struct coll_opts *o, int rank, int w, long size, doubl
 	size_t chunk = (size_t)size / (size_t)w / 4 * 4, total, words;
 	double cpu = 0, wall = 0, cpu_sum = 0, wall_max = 0;
 	int ag = o->ag, iters = o->iters, wrong = 0, any_wrong = 0;
-	uint32_t *in, *out, *mine;
+	uint32_t *in, *out, *mine, *pat[DATA_PATTERNS], *want[DATA_PATTERNS];
 
 	if (!chunk)
 		chunk = 4;
@@ -194,19 +207,27 @@ static int run_size(const struct coll_opts *o, int rank, int w, long size, doubl
 	words = total / 4;
 	in = malloc(ag ? chunk : total);
 	out = malloc(total);
+	for (int p = 0; p < DATA_PATTERNS; p++) {
+		pat[p] = malloc(ag ? chunk : total);
+		want[p] = malloc(total);
+		if (!pat[p] || !want[p])
+			MPI_Abort(MPI_COMM_WORLD, 2);
+		for (size_t i = 0; i < (ag ? chunk / 4 : words); i++)
+			pat[p][i] = pattern(rank, i, p);
+		expect(want[p], w, ag, chunk, total, p);
+	}
 	if (!in || !out)
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	/* In place, the input is this rank's part of the result (allreduce: all of it). */
 	mine = o->oop ? in : ag ? out + rank * (chunk / 4) : out;
 	for (int it = -o->warmup; it < iters; it++) {
-		int data_it = o->keep ? -o->warmup : it;
+		int data_it = o->keep ? 0 : (it + o->warmup) % DATA_PATTERNS;
 		double t0, t1, c0, c1;
 
 		if (!o->keep || it == -o->warmup) {
 			if (ag || o->oop)
 				memset(out, 0xa5, total);
-			for (size_t i = 0; i < (ag ? chunk / 4 : words); i++)
-				mine[i] = pattern(rank, i, data_it);
+			memcpy(mine, pat[data_it], ag ? chunk : total);
 		}
 		MPI_Barrier(MPI_COMM_WORLD);
 		c0 = cpu_now();
@@ -224,8 +245,8 @@ static int run_size(const struct coll_opts *o, int rank, int w, long size, doubl
 			wall += t1 - t0;
 			cpu += c1 - c0;
 		}
-		if ((!o->keep || it == iters - 1) && !wrong)
-			wrong = check_result(out, rank, w, ag, chunk, total, data_it);
+		if ((!o->keep || it == iters - 1) && !wrong && memcmp(out, want[data_it], total))
+			wrong = check_result(out, want[data_it], rank, ag, total, it);
 	}
 
 	MPI_Reduce(lat, mx, iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
@@ -239,6 +260,10 @@ static int run_size(const struct coll_opts *o, int rank, int w, long size, doubl
 		       quantile(mx, iters, 0.5), quantile(mx, iters, 0.99), mx[0],
 		       mx[iters - 1], cpu_sum, wall_max, any_wrong ? "FAIL" : "ok");
 		fflush(stdout);
+	}
+	for (int p = 0; p < DATA_PATTERNS; p++) {
+		free(pat[p]);
+		free(want[p]);
 	}
 	free(in);
 	free(out);

@@ -14,8 +14,9 @@
 #     so at a device delay D its figures are MPI's own + D (the device's
 #     step, once per collective): the ratio compares like with like.  Both
 #     write their input afresh and poison the result before every iteration
-#     and check it after, outside the timing (coll_mpi.mpi.c says why: a
-#     warm, clean input copies about twice as fast).  An iteration's time is
+#     and check it after with memcmp, outside the timing (coll_mpi.mpi.c
+#     says why: a warm, clean input copies about twice as fast, and a check
+#     that computes every value slows the next op).  An iteration's time is
 #     the slowest rank's, barrier before each iteration outside the timing;
 #     median and p99 (nearest rank: with fewer than 100 iterations p99 is the
 #     maximum); busbw as nccl-tests; ratio = nproxy median / MPI median

@@ -4,7 +4,8 @@
  * place it is left alone), recv the whole result (the allgather's W parts,
  * the allreduce's vector, sendrecv's incoming part); want and tmp build
  * an allreduce's expected result when the run verifies, local rank 0's for
- * the whole process (moved data is checked a block at a time).  The op verb registers send
+ * the whole process (moved data is checked a block at a time); in_kept and
+ * out_kept each pattern's input and result (run_verify.c).  The op verb registers send
  * and recv on first use and forgets them before they are freed.
  */
 #include <stdio.h>
@@ -14,12 +15,14 @@
 
 /* Bytes one rank's buffers take at `size` (as run_buffers_alloc() sizes
  * them, for the widest type): the op's input and result, and with
- * verification the expected result and one rank's input. */
+ * verification the expected result and one rank's input; and the kept
+ * patterns (run_rank.h). */
 static uint64_t rank_bytes(const struct run_opts *o, uint32_t world, uint64_t size)
 {
 	uint64_t in = o->coll == RUN_ALLGATHER ? size / world + 16 : size + 8;
+	uint64_t kept = size <= RUN_KEEP_MAX ? RUN_PATTERNS * (in + (o->check ? size : 0)) : 0;
 
-	return (size + in + 8) * (o->check ? 2 : 1);
+	return (size + in + 8) * (o->check ? 2 : 1) + kept;
 }
 
 static uint64_t read_u64(const char *path)
@@ -150,6 +153,13 @@ int run_buffers_alloc(struct run_rank *rc, const struct run_row *row)
 	if (!rc->send || !rc->recv)
 		return run_fail(RUN_EXIT_FAILURE, "rank %u: out of memory for %zu-byte buffers",
 				rc->rank, rc->recv_len);
+	for (int p = 0; p < RUN_PATTERNS && rc->recv_len <= RUN_KEEP_MAX; p++) {
+		rc->in_kept[p] = zeroed(rc->send_len);
+		rc->out_kept[p] = rc->o->check ? zeroed(rc->recv_len) : NULL;
+		if (!rc->in_kept[p] || (rc->o->check && !rc->out_kept[p]))
+			return run_fail(RUN_EXIT_FAILURE, "rank %u: out of memory for %zu-byte buffers",
+					rc->rank, rc->recv_len);
+	}
 	return RUN_EXIT_OK;
 }
 
@@ -165,4 +175,10 @@ void run_buffers_free(struct run_rank *rc)
 	free(rc->want);
 	free(rc->tmp);
 	rc->send = rc->recv = rc->want = rc->tmp = NULL;
+	for (int p = 0; p < RUN_PATTERNS; p++) {
+		free(rc->in_kept[p]);
+		free(rc->out_kept[p]);
+		rc->in_kept[p] = rc->out_kept[p] = NULL;
+		rc->in_valid[p] = rc->out_valid[p] = false;
+	}
 }

@@ -25,6 +25,17 @@
 #include <nproxy/rank.h>
 #include "run.h"
 
+/*
+ * Iteration i uses data pattern i % RUN_PATTERNS: an op that leaves the
+ * previous iteration's data behind fails the check.  Two patterns, not one
+ * per iteration, so that the values are computed once per row: the check
+ * of an iteration, when it computed every expected value, cost more CPU
+ * than the op, and that burst just before the next timed op slowed the op
+ * itself (4 ranks on 2 CPUs, 1 MiB allgather: 400 -> 800 us).
+ */
+#define RUN_PATTERNS	2
+#define RUN_KEEP_MAX	(16u << 20)	/* bytes: larger rows compute every iteration */
+
 /* One rank of this process: what it opened, its buffers, its current op. */
 struct run_rank {
 	const struct run_opts *o;
@@ -46,6 +57,14 @@ struct run_rank {
 	void *want, *tmp;		/* the expected result; one rank's input (to build it):
 					 * local rank 0's only, the process builds it once */
 	size_t send_len, recv_len;	/* bytes */
+	/*
+	 * The data of each pattern (run_verify.c), kept after its first use
+	 * when the row is at most RUN_KEEP_MAX bytes: the input as filled,
+	 * the result as checked.  Later iterations copy and compare them,
+	 * which costs a memcpy and a memcmp instead of computing every value.
+	 */
+	void *in_kept[RUN_PATTERNS], *out_kept[RUN_PATTERNS];
+	bool in_valid[RUN_PATTERNS], out_valid[RUN_PATTERNS];
 	uint64_t count;			/* the op's count (an allgather's: per rank) */
 	size_t esize;
 
@@ -56,6 +75,7 @@ struct run_rank {
 	int rc;			/* run_exit of the setup/teardown thread */
 	char err[400];
 };
+
 
 /*
  * run_rank.c: open every local rank (bus, engine, region, comm; each step
@@ -83,11 +103,16 @@ int run_memory_check(const struct run_rank *ranks, uint32_t n_local, uint32_t ho
  * every rank, built once per process; the check of the result (against
  * want for an allreduce, block by block for moved data: wrong elements,
  * the first described in msg); where the selftests' corruption hook flips
- * a byte. */
+ * a byte.  iter is the run's iteration (messages name it); the data are
+ * those of its pattern. */
 void run_fill_inputs(struct run_rank *rc, uint64_t iter);
 void run_expect(const struct run_rank *rc, void *want, void *tmp, uint64_t iter);
 uint64_t run_verify(const struct run_rank *rc, const void *expected, uint64_t iter, uint64_t size,
 		    char *msg, size_t len);
+/* A result equal, bit for bit, to one run_verify() passed for the same
+ * pattern (true: nothing left to check); and the keeping of such a result. */
+bool run_result_kept(const struct run_rank *rc, uint64_t iter);
+void run_keep_result(struct run_rank *rc, uint64_t iter);
 uint8_t *run_corrupt_byte(struct run_rank *rc);
 
 /*
