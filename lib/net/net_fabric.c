@@ -238,6 +238,7 @@ static enum nproxy_status exchange_names(struct nproxy_net *net, struct net_xchg
 			goto out;
 		}
 	}
+	npx_net_shm_prefault(net);
 	st = NPROXY_SUCCESS;
 out:
 	free(all);

@@ -236,6 +236,11 @@ extern const struct nproxy_host_barrier_ops npx_net_barrier_ops;
 
 /* net_shm.c: dead processes' shm regions (between fi_endpoint and fi_enable) */
 void npx_net_shm_clear_own(struct nproxy_net *net);
+/* The pid in a provider's region name "<pid>:<uid>:<index>[_<n>]", else -1. */
+long npx_net_shm_name_pid(const char *name);
+/* net_shm_prefault.c: the shm regions mapped here, populated once the peers
+ * are known (bounded by NPROXY_SHM_PREFAULT_MB). */
+void npx_net_shm_prefault(struct nproxy_net *net);
 /* net_shm_copy.c: the shm provider's large-message copy, decided once per
  * process before libfabric reads its settings. */
 void npx_net_shm_pick_copy(void);

@@ -51,7 +51,7 @@ static const char *digits_then(const char *s, char stop, long *val)
  * mmap files carry the endpoint name as a prefix): the pid, or -1 for any
  * other name (never ours to touch).
  */
-static long shm_name_pid(const char *name)
+long npx_net_shm_name_pid(const char *name)
 {
 	const char *p = name;
 	long pid, uid, idx;
@@ -86,7 +86,7 @@ void npx_net_shm_clear_own(struct nproxy_net *net)
 	name[sizeof(name) - 1] = 0;
 	base = strncmp(name, SHM_SCHEME, strlen(SHM_SCHEME)) ? name : name + strlen(SHM_SCHEME);
 	/* Only a name the provider derived from our PID (not a chosen one). */
-	if (shm_name_pid(base) != (long)getpid() || strchr(base, '_'))
+	if (npx_net_shm_name_pid(base) != (long)getpid() || strchr(base, '_'))
 		return;
 	snprintf(path, sizeof(path), SHM_DIR "/%s", base);
 	if (unlink(path) == 0)
@@ -202,7 +202,7 @@ NPROXY_API enum nproxy_status nproxy_net_shm_sweep(const struct nproxy_shm_sweep
 		return errno == EACCES ? NPROXY_PERM : NPROXY_INVALID;
 	}
 	while ((de = readdir(d))) {
-		long pid = shm_name_pid(de->d_name);
+		long pid = npx_net_shm_name_pid(de->d_name);
 
 		if (pid < 0 || (o && o->pid && pid != o->pid) || pid_alive(pid))
 			continue;
