@@ -105,7 +105,7 @@ TEST(allgather_out_of_place_3_ranks_odd_count)
 }
 
 /* Power-of-two rank counts, out of place (the COPY that places the input
- * runs beside the ring's sends) and in place. */
+ * runs beside the sends) and in place. */
 TEST(allgather_out_of_place_4_ranks)
 {
 	job_ok(_metadata, "ag4", 4, allgather_rank, 1001, true);
@@ -114,6 +114,13 @@ TEST(allgather_out_of_place_4_ranks)
 TEST(allgather_in_place_8_ranks)
 {
 	job_ok(_metadata, "ag8", 8, allgather_rank, 333, false);
+}
+
+/* Up to 8 ranks an allgather is direct (every part straight from its
+ * owner); past it the ring forwards each part: 9 ranks, odd count. */
+TEST(allgather_ring_past_the_direct_limit_9_ranks)
+{
+	job_ok(_metadata, "ag9", 9, allgather_rank, 77, false);
 }
 
 /* ---- allreduce: every type, every op ---- */

@@ -24,7 +24,7 @@
 #include <nproxy/rank.h>
 #include "nproxy_test.h"
 
-#define RT_MAX_RANKS	8
+#define RT_MAX_RANKS	12
 #define RT_WAIT_MS	30000u	/* generous: 2 shared vCPUs, sanitizers */
 
 #define ASSERT_ST(expected, seen)	ASSERT_EQ((int)(expected), (int)(seen))
