@@ -118,6 +118,9 @@ static int bad_desc_rank(uint32_t i, uint32_t n, void *arg)
 	bad += check_refused(&r, &d, "allreduce input overlaps the result");
 	d = good, d.count = (uint64_t)UINT32_MAX + 1;
 	bad += check_refused(&r, &d, "over 4 GiB");
+	/* Fewer than 2^32 elements, but 4 GiB of them: the bound is on bytes too. */
+	d = good, d.count = (uint64_t)UINT32_MAX / sizeof(uint32_t) + 1;
+	bad += check_refused(&r, &d, "4 GiB in fewer than 2^32 elements");
 	d = good, d.n_prologue = NPROXY_COLL_MAX_PROLOGUE + 1, d.prologue = steps;
 	bad += check_refused(&r, &d, "prologue too long");
 	d = good, d.n_prologue = 1, d.prologue = NULL;
