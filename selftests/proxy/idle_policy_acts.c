@@ -10,10 +10,15 @@
  *                   once per 16 us;
  *   ADAPTIVE_YIELD  the same parks, with yields in the spin window.
  * sched_yield() is interposed by this program (the library is linked in
- * statically); the parks are the group's idle_parks statistic.
+ * statically); the parks are the group's idle_parks statistic.  The
+ * adaptive policies' worker parks with a 1 us timer slack (the kernel's
+ * default 50 us would stretch each short park); the others keep the
+ * slack they inherit.
  */
 #include "kselftest_harness.h"
 #include <sched.h>
+#include <stdio.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 #include <sys/syscall.h>
 #include <nproxy/proxy.h>
@@ -124,6 +129,58 @@ TEST(adaptive_yield_parks_too)
 	EXPECT_LT(0u, c.parks);
 	EXPECT_GT(WINDOW_MS * 2u, c.parks);
 	EXPECT_GT(c.parks, c.yields);
+}
+
+/*
+ * The timer slack (ns) of group 0's worker under policy, from
+ * /proc/<tid>/timerslack_ns; -1 on failure, -2 when that file cannot be
+ * read (another thread's slack needs CAP_SYS_NICE on some kernels).
+ */
+static long worker_slack_ns(enum nproxy_idle_policy policy)
+{
+	struct nproxy_proxy_stats st;
+	struct nproxy_comm *comm;
+	char path[96];
+	long slack = -1;
+	FILE *f;
+
+	if (nproxy_test_idle_task_open(policy, &comm))
+		return -1;
+	if (!nproxy_test_idle_tasks_settle(1, 5000, &st) && st.worker_tid > 0) {
+		snprintf(path, sizeof(path), "/proc/%d/timerslack_ns", (int)st.worker_tid);
+		f = fopen(path, "r");
+		if (!f || fscanf(f, "%ld", &slack) != 1)
+			slack = -2;
+		if (f)
+			fclose(f);
+	}
+	nproxy_comm_close(comm);
+	return slack;
+}
+
+#define SKIP_UNREADABLE(slack) do {							\
+	if ((slack) == -2)								\
+		SKIP(return, "/proc/<tid>/timerslack_ns of another thread is not readable here");	\
+} while (0)
+
+TEST(adaptive_worker_parks_with_a_1_us_timer_slack)
+{
+	long slack = worker_slack_ns(NPROXY_IDLE_ADAPTIVE);
+
+	SKIP_UNREADABLE(slack);
+	ASSERT_EQ(1000, slack);
+	ASSERT_EQ(1000, worker_slack_ns(NPROXY_IDLE_ADAPTIVE_YIELD));
+}
+
+TEST(yield_worker_keeps_the_slack_it_inherits)
+{
+	long mine = (long)prctl(PR_GET_TIMERSLACK);
+
+	long slack = worker_slack_ns(NPROXY_IDLE_YIELD);
+
+	SKIP_UNREADABLE(slack);
+	ASSERT_NE(1000, mine);	/* else the comparison says nothing */
+	ASSERT_EQ(mine, slack);
 }
 
 TEST_HARNESS_MAIN
