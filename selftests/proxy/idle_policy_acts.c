@@ -132,6 +132,59 @@ TEST(adaptive_yield_parks_too)
 }
 
 /*
+ * A spell that follows a sleep on quiescence starts its own spin window:
+ * with a 100 ms window (NPROXY_SPIN_US, its maximum) the worker, asleep
+ * with nothing queued when an op arrives whose device never triggers it
+ * (idle from its first tick, and polled), yields rather than parks for
+ * the window's first tens of ms.  The look at the parks counts only when
+ * it came within 60 ms of the enqueue (a loaded host may hold this thread
+ * longer; then it looks again, with a new group).
+ */
+TEST(adaptive_spins_its_window_after_a_quiescent_sleep)
+{
+	struct nproxy_comm_opts o = NPROXY_COMM_OPTS_INIT;
+	struct nproxy_cc_op op = NPROXY_CC_OP_INIT;
+	struct nproxy_fifo_set blocks = { 0 };
+	uint32_t never = NPROXY_PROXY_TRIGGER_SENTINEL;
+	struct nproxy_proxy_stats st;
+	struct nproxy_comm *comm;
+	bool looked = false;
+
+	setenv("NPROXY_SPIN_US", "100000", 1);
+	o.n_ranks = 1;
+	o.ranks_per_proxy = 1;
+	o.flags = NPROXY_COMM_F_DEVICE_WAIT;
+	o.idle_policy = NPROXY_IDLE_ADAPTIVE;
+	o.seam.ops = &nproxy_test_idle_seam_ops;
+	op.streams_n = 1;
+	op.streams[0].blocks = &blocks;
+	op.streams[0].n_blocks = 1;
+	op.trigger_words[0] = &never;
+	for (int attempt = 0; attempt < 5 && !looked; attempt++) {
+		uint64_t t0;
+
+		/* Group 0 with nothing queued: its worker sleeps on quiescence. */
+		ASSERT_EQ(0, (int)nproxy_comm_open(&o, &comm));
+		for (int i = 0; i < 500 && (nproxy_proxy_group_stats(0, &st) || !st.cv_waits); i++)
+			nproxy_test_sleep_ms(1);
+		ASSERT_LT(0u, st.cv_waits);
+		t0 = nproxy_test_now_ms();
+		ASSERT_EQ(0, (int)nproxy_enq_proxy_tasks(comm, &op, 0, NULL));
+		nproxy_test_sleep_ms(20);
+		ASSERT_EQ(0, (int)nproxy_proxy_group_stats(0, &st));
+		if (nproxy_test_now_ms() - t0 < 60) {
+			looked = true;
+			EXPECT_LT(0u, st.idle_ticks);
+			EXPECT_EQ(0u, st.idle_parks);
+		}
+		nproxy_comm_close(comm);
+	}
+	unsetenv("NPROXY_SPIN_US");
+	if (!looked)
+		SKIP(return, "this thread never looked within 60 ms of the enqueue (a loaded host)");
+}
+
+/*
  * The timer slack (ns) of group 0's worker under policy, from
  * /proc/<tid>/timerslack_ns; -1 on failure, -2 when that file cannot be
  * read (another thread's slack needs CAP_SYS_NICE on some kernels).
