@@ -397,6 +397,31 @@ TEST(auto_rule_by_ranks_and_reduced_bytes)
 	EXPECT_EQ(65536u, PROXY_AUTO_DRIVE_MAX_REDUCE);
 }
 
+/* The queue's answer for an op that auto would drive (a 1- or 2-rank op
+ * without reductions, alone in the process): never says no, always yes. */
+static bool queue_drives(const char *mode)
+{
+	struct proxy_task_status st = { .auto_drive = true };
+	struct proxy_queue *q;
+	bool yes;
+
+	drives(mode);
+	q = npx_proxy_queue_create(99, NPROXY_IDLE_YIELD, 0);
+	drives(NULL);
+	if (!q)
+		return false;
+	yes = npx_proxy_queue_caller_drives(q, &st);
+	npx_proxy_queue_destroy(q);
+	return yes;
+}
+
+TEST(never_and_always_override_auto_for_an_op_auto_would_drive)
+{
+	EXPECT_TRUE(queue_drives(NULL));
+	EXPECT_FALSE(queue_drives("never"));
+	EXPECT_TRUE(queue_drives("always"));
+}
+
 TEST(the_value_is_read_in_any_case)
 {
 	struct pair p;
