@@ -177,6 +177,55 @@ TEST(allgather_direct_4_ranks_one_send_and_receive_per_other_rank)
 
 /* ---- allreduce: every type, every op ---- */
 
+/* A small allreduce of a power-of-two rank count is recursive doubling:
+ * round k sends the whole buffer to rank me ^ 2^k and reduces what comes
+ * back, log2 n rounds, no ring chunks. */
+static int doubling_block_rank(uint32_t i, uint32_t n, void *arg)
+{
+	struct job *job = arg;
+	struct nproxy_coll_desc d = NPROXY_COLL_DESC_INIT;
+	uint32_t *buf = calloc(job->count, 4);
+	uint32_t sends = 0, reduces = 0;
+	const struct nproxy_fifo_set *b;
+	struct ct_rank r;
+	int rc;
+
+	if (!buf)
+		return 80;
+	rc = ct_open(job->id, i, n, &r);
+	if (rc)
+		return rc;
+	d.kind = NPROXY_COLL_ALLREDUCE;
+	d.dtype = NPROXY_UINT32;
+	d.redop = NPROXY_SUM;
+	d.count = job->count;
+	d.recvbuf = buf;
+	rc = ct_run(&r, i, &d);
+	b = &r.coll->block;
+	for (uint32_t k = 0; k < b->n_ops && !rc; k++) {
+		const struct nproxy_net_op *op = &b->ops[k];
+
+		if (op->kind == NPROXY_NET_OP_SEND &&
+		    (op->peer != (i ^ (1u << sends)) || op->len != job->count * 4))
+			rc = 2;
+		sends += op->kind == NPROXY_NET_OP_SEND;
+		reduces += op->kind == NPROXY_NET_OP_REDUCE;
+	}
+	if (!rc && (sends != (uint32_t)__builtin_ctz(n) || reduces != sends)) {
+		fprintf(stderr, "# rank %u: %u sends, %u reductions\n", i, sends, reduces);
+		rc = 3;
+	}
+	ct_close(&r);
+	free(buf);
+	return rc;
+}
+
+TEST(allreduce_small_2_and_4_ranks_is_recursive_doubling)
+{
+	job_ok(_metadata, "ard2", 2, doubling_block_rank, 64, false);
+	job_ok(_metadata, "ard4", 4, doubling_block_rank, 64, false);
+}
+
 static const enum nproxy_dtype all_types[] = {
 	NPROXY_INT8, NPROXY_UINT8, NPROXY_INT32, NPROXY_UINT32, NPROXY_INT64,
 	NPROXY_UINT64, NPROXY_FLOAT16, NPROXY_FLOAT32, NPROXY_FLOAT64, NPROXY_BFLOAT16,
