@@ -118,6 +118,9 @@ static int bad_desc_rank(uint32_t i, uint32_t n, void *arg)
 	bad += check_refused(&r, &d, "allreduce input overlaps the result");
 	d = good, d.count = (uint64_t)UINT32_MAX + 1;
 	bad += check_refused(&r, &d, "over 4 GiB");
+	/* Fewer than 2^32 elements, but 4 GiB of them: the bound is on bytes too. */
+	d = good, d.count = (uint64_t)UINT32_MAX / sizeof(uint32_t) + 1;
+	bad += check_refused(&r, &d, "4 GiB in fewer than 2^32 elements");
 	d = good, d.n_prologue = NPROXY_COLL_MAX_PROLOGUE + 1, d.prologue = steps;
 	bad += check_refused(&r, &d, "prologue too long");
 	d = good, d.n_prologue = 1, d.prologue = NULL;
@@ -140,6 +143,25 @@ static int bad_desc_rank(uint32_t i, uint32_t n, void *arg)
 TEST(bad_descriptions_are_refused_and_start_nothing)
 {
 	two_ranks_ok(_metadata, "bad", bad_desc_rank, 0);
+}
+
+/* A NULL coll: start, wait and run refuse it; close and forget do nothing. */
+TEST(a_null_coll_is_refused_and_closing_it_is_a_no_op)
+{
+	uint32_t buf[4];
+	struct nproxy_coll_desc d = NPROXY_COLL_DESC_INIT;
+	struct nproxy_coll_result res;
+
+	d.kind = NPROXY_COLL_ALLGATHER;
+	d.dtype = NPROXY_UINT32;
+	d.count = 1;
+	d.recvbuf = buf;
+	ASSERT_EQ(NPROXY_INVALID, nproxy_coll_start(NULL, &d));
+	ASSERT_EQ(NPROXY_INVALID, nproxy_coll_wait(NULL, 0, &res));
+	ASSERT_EQ(NPROXY_INVALID, nproxy_coll_wait(NULL, 10, NULL));
+	ASSERT_EQ(NPROXY_INVALID, nproxy_coll_run(NULL, &d, &res));
+	nproxy_coll_forget(NULL, buf, sizeof(buf));
+	nproxy_coll_close(NULL);
 }
 
 /* ---- busy, nothing in flight, a wait that runs out ---- */

@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include "kselftest_harness.h"
 #include "coll_test.h"
+#include "coll/coll_internal.h"
 
 #undef TEST_TIMEOUT_DEFAULT
 #define TEST_TIMEOUT_DEFAULT (3 * RT_WAIT_MS / 1000)
@@ -123,7 +124,107 @@ TEST(allgather_ring_past_the_direct_limit_9_ranks)
 	job_ok(_metadata, "ag9", 9, allgather_rank, 77, false);
 }
 
+/* A direct allgather's block: one send to and one receive from every
+ * other rank, none addressed to this rank itself, and nothing more in place. */
+static int direct_block_rank(uint32_t i, uint32_t n, void *arg)
+{
+	struct job *job = arg;
+	struct nproxy_coll_desc d = NPROXY_COLL_DESC_INIT;
+	uint32_t *buf = calloc(job->count * n, 4);
+	uint32_t sends_to[16] = { 0 }, recvs_from[16] = { 0 };
+	const struct nproxy_fifo_set *b;
+	struct ct_rank r;
+	int rc;
+
+	if (!buf || n > 16)
+		return 80;
+	rc = ct_open(job->id, i, n, &r);
+	if (rc)
+		return rc;
+	d.kind = NPROXY_COLL_ALLGATHER;
+	d.dtype = NPROXY_UINT32;
+	d.count = job->count;
+	d.recvbuf = buf;
+	rc = ct_run(&r, i, &d);
+	b = &r.coll->block;
+	for (uint32_t k = 0; k < b->n_ops && !rc; k++) {
+		const struct nproxy_net_op *op = &b->ops[k];
+
+		if (op->kind == NPROXY_NET_OP_SEND)
+			sends_to[op->peer % 16]++;
+		else if (op->kind == NPROXY_NET_OP_RECV)
+			recvs_from[op->peer % 16]++;
+		else
+			rc = 2;	/* in place: no COPY */
+	}
+	for (uint32_t p = 0; p < n && !rc; p++)
+		if (sends_to[p] != (p != i) || recvs_from[p] != (p != i)) {
+			fprintf(stderr, "# rank %u: %u sends to and %u receives from rank %u\n", i,
+				sends_to[p], recvs_from[p], p);
+			rc = 3;
+		}
+	if (!rc && b->n_ops != 2 * (n - 1))
+		rc = 4;
+	ct_close(&r);
+	free(buf);
+	return rc;
+}
+
+TEST(allgather_direct_4_ranks_one_send_and_receive_per_other_rank)
+{
+	job_ok(_metadata, "agd", 4, direct_block_rank, 64, false);
+}
+
 /* ---- allreduce: every type, every op ---- */
+
+/* A small allreduce of a power-of-two rank count is recursive doubling:
+ * round k sends the whole buffer to rank me ^ 2^k and reduces what comes
+ * back, log2 n rounds, no ring chunks. */
+static int doubling_block_rank(uint32_t i, uint32_t n, void *arg)
+{
+	struct job *job = arg;
+	struct nproxy_coll_desc d = NPROXY_COLL_DESC_INIT;
+	uint32_t *buf = calloc(job->count, 4);
+	uint32_t sends = 0, reduces = 0;
+	const struct nproxy_fifo_set *b;
+	struct ct_rank r;
+	int rc;
+
+	if (!buf)
+		return 80;
+	rc = ct_open(job->id, i, n, &r);
+	if (rc)
+		return rc;
+	d.kind = NPROXY_COLL_ALLREDUCE;
+	d.dtype = NPROXY_UINT32;
+	d.redop = NPROXY_SUM;
+	d.count = job->count;
+	d.recvbuf = buf;
+	rc = ct_run(&r, i, &d);
+	b = &r.coll->block;
+	for (uint32_t k = 0; k < b->n_ops && !rc; k++) {
+		const struct nproxy_net_op *op = &b->ops[k];
+
+		if (op->kind == NPROXY_NET_OP_SEND &&
+		    (op->peer != (i ^ (1u << sends)) || op->len != job->count * 4))
+			rc = 2;
+		sends += op->kind == NPROXY_NET_OP_SEND;
+		reduces += op->kind == NPROXY_NET_OP_REDUCE;
+	}
+	if (!rc && (sends != (uint32_t)__builtin_ctz(n) || reduces != sends)) {
+		fprintf(stderr, "# rank %u: %u sends, %u reductions\n", i, sends, reduces);
+		rc = 3;
+	}
+	ct_close(&r);
+	free(buf);
+	return rc;
+}
+
+TEST(allreduce_small_2_and_4_ranks_is_recursive_doubling)
+{
+	job_ok(_metadata, "ard2", 2, doubling_block_rank, 64, false);
+	job_ok(_metadata, "ard4", 4, doubling_block_rank, 64, false);
+}
 
 static const enum nproxy_dtype all_types[] = {
 	NPROXY_INT8, NPROXY_UINT8, NPROXY_INT32, NPROXY_UINT32, NPROXY_INT64,

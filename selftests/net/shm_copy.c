@@ -5,12 +5,16 @@
  * for libfabric, on leaves it unset, a FI_SHM_DISABLE_CMA the user set is
  * never touched, auto measures and reports what it set, the choice is made
  * once per process and before nproxy_net_open()'s first fi_getinfo(), and
- * data arrives whole over either protocol.  Each case runs in a forked
- * child: the choice is per process.
+ * data arrives whole over either protocol; where a CMA read is refused
+ * (seccomp, a container) auto says so and sets nothing.  Each case runs in
+ * a forked child: the choice is per process.
  */
 #include "kselftest_harness.h"
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <nproxy/net.h>
@@ -36,6 +40,32 @@ static int in_child(const char *cma, const char *fi, int (*fn)(void))
 	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
 		return 99;
 	return WEXITSTATUS(status);
+}
+
+/* process_vm_readv() as a seccomp filter or a container answers it, for
+ * the one test that sets cma_refused; libc's otherwise (the library is
+ * linked in statically: this definition is the one it calls). */
+static bool cma_refused;
+
+ssize_t process_vm_readv(pid_t pid, const struct iovec *local, unsigned long liovcnt,
+			 const struct iovec *remote, unsigned long riovcnt, unsigned long flags)
+{
+	if (cma_refused) {
+		errno = EPERM;
+		return -1;
+	}
+	return syscall(SYS_process_vm_readv, pid, local, liovcnt, remote, riovcnt, flags);
+}
+
+static int refused_cma_is_reported(void)
+{
+	const char *text;
+
+	cma_refused = true;
+	text = nproxy_net_shm_copy();
+	if (strcmp(text, "CMA unavailable (process_vm_readv failed)"))
+		return 1;
+	return getenv("FI_SHM_DISABLE_CMA") ? 2 : 0;
 }
 
 static int off_sets_the_variable(void)
@@ -142,6 +172,11 @@ TEST(auto_reports_what_it_chose)
 {
 	ASSERT_EQ(0, in_child(NULL, NULL, auto_reports_what_it_set));
 	ASSERT_EQ(0, in_child("auto", NULL, auto_reports_what_it_set));
+}
+
+TEST(auto_where_a_cma_read_is_refused_says_so_and_sets_nothing)
+{
+	ASSERT_EQ(0, in_child(NULL, NULL, refused_cma_is_reported));
 }
 
 TEST(the_choice_is_made_once_per_process)

@@ -3,7 +3,8 @@
  * The shm regions mapped in at open (lib/net/net_shm_prefault.c): after
  * nproxy_net_open() on shm every page of the endpoint's region is in this
  * process's page tables; NPROXY_SHM_PREFAULT_MB=0, or a cap below the
- * regions' size, leaves them to fault in; a file under /dev/shm that the
+ * regions' size, leaves them to fault in (a cap below them says so in a
+ * debug line that names it); a file under /dev/shm that the
  * provider did not name is never touched; and data still arrives whole
  * (populating writes no byte).  Each case runs in a forked child, the
  * setting and the page tables being per process.
@@ -17,6 +18,7 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <nproxy/log.h>
 #include <nproxy/net.h>
 #include "nproxy_test.h"
 #include "self_pair.h"
@@ -104,6 +106,34 @@ static int a_cap_below_leaves_it(void)
 	return region_after_open("1", false);
 }
 
+static char left_line[512];
+
+static void left_sink(enum nproxy_log_level level, const char *msg, void *arg)
+{
+	(void)arg;
+	if (level == NPROXY_LOG_DEBUG && strstr(msg, "left to fault in"))
+		snprintf(left_line, sizeof(left_line), "%s", msg);
+}
+
+/* Over the cap, a debug line says the regions were left and names the cap. */
+static int a_cap_below_says_so(void)
+{
+	struct nproxy_net *net;
+
+	setenv("NPROXY_SHM_PREFAULT_MB", "1", 1);
+	left_line[0] = 0;
+	nproxy_log_set_level(NPROXY_LOG_DEBUG);
+	nproxy_log_set_sink(left_sink, NULL);
+	net = open_single();
+	nproxy_log_set_sink(NULL, NULL);
+	if (!net)
+		return 1;
+	nproxy_net_close(net);
+	if (!left_line[0])
+		return 2;
+	return strstr(left_line, "NPROXY_SHM_PREFAULT_MB=1") ? 0 : 3;
+}
+
 /* A file the provider did not name, mapped before the open, stays unmapped in. */
 static int other_files_untouched(void)
 {
@@ -185,6 +215,11 @@ TEST(prefault_mb_0_leaves_the_region_to_fault_in)
 TEST(a_cap_below_the_regions_leaves_them_to_fault_in)
 {
 	ASSERT_EQ(0, in_child(a_cap_below_leaves_it));
+}
+
+TEST(a_cap_below_the_regions_is_logged_with_the_cap)
+{
+	ASSERT_EQ(0, in_child(a_cap_below_says_so));
 }
 
 TEST(files_the_provider_did_not_name_are_untouched)

@@ -10,10 +10,15 @@
  *                   once per 16 us;
  *   ADAPTIVE_YIELD  the same parks, with yields in the spin window.
  * sched_yield() is interposed by this program (the library is linked in
- * statically); the parks are the group's idle_parks statistic.
+ * statically); the parks are the group's idle_parks statistic.  The
+ * adaptive policies' worker parks with a 1 us timer slack (the kernel's
+ * default 50 us would stretch each short park); the others keep the
+ * slack they inherit.
  */
 #include "kselftest_harness.h"
 #include <sched.h>
+#include <stdio.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 #include <sys/syscall.h>
 #include <nproxy/proxy.h>
@@ -124,6 +129,111 @@ TEST(adaptive_yield_parks_too)
 	EXPECT_LT(0u, c.parks);
 	EXPECT_GT(WINDOW_MS * 2u, c.parks);
 	EXPECT_GT(c.parks, c.yields);
+}
+
+/*
+ * A spell that follows a sleep on quiescence starts its own spin window:
+ * with a 100 ms window (NPROXY_SPIN_US, its maximum) the worker, asleep
+ * with nothing queued when an op arrives whose device never triggers it
+ * (idle from its first tick, and polled), yields rather than parks for
+ * the window's first tens of ms.  The look at the parks counts only when
+ * it came within 60 ms of the enqueue (a loaded host may hold this thread
+ * longer; then it looks again, with a new group).
+ */
+TEST(adaptive_spins_its_window_after_a_quiescent_sleep)
+{
+	struct nproxy_comm_opts o = NPROXY_COMM_OPTS_INIT;
+	struct nproxy_cc_op op = NPROXY_CC_OP_INIT;
+	struct nproxy_fifo_set blocks = { 0 };
+	uint32_t never = NPROXY_PROXY_TRIGGER_SENTINEL;
+	struct nproxy_proxy_stats st;
+	struct nproxy_comm *comm;
+	bool looked = false;
+
+	setenv("NPROXY_SPIN_US", "100000", 1);
+	o.n_ranks = 1;
+	o.ranks_per_proxy = 1;
+	o.flags = NPROXY_COMM_F_DEVICE_WAIT;
+	o.idle_policy = NPROXY_IDLE_ADAPTIVE;
+	o.seam.ops = &nproxy_test_idle_seam_ops;
+	op.streams_n = 1;
+	op.streams[0].blocks = &blocks;
+	op.streams[0].n_blocks = 1;
+	op.trigger_words[0] = &never;
+	for (int attempt = 0; attempt < 5 && !looked; attempt++) {
+		uint64_t t0;
+
+		/* Group 0 with nothing queued: its worker sleeps on quiescence. */
+		ASSERT_EQ(0, (int)nproxy_comm_open(&o, &comm));
+		for (int i = 0; i < 500 && (nproxy_proxy_group_stats(0, &st) || !st.cv_waits); i++)
+			nproxy_test_sleep_ms(1);
+		ASSERT_LT(0u, st.cv_waits);
+		t0 = nproxy_test_now_ms();
+		ASSERT_EQ(0, (int)nproxy_enq_proxy_tasks(comm, &op, 0, NULL));
+		nproxy_test_sleep_ms(20);
+		ASSERT_EQ(0, (int)nproxy_proxy_group_stats(0, &st));
+		if (nproxy_test_now_ms() - t0 < 60) {
+			looked = true;
+			EXPECT_LT(0u, st.idle_ticks);
+			EXPECT_EQ(0u, st.idle_parks);
+		}
+		nproxy_comm_close(comm);
+	}
+	unsetenv("NPROXY_SPIN_US");
+	if (!looked)
+		SKIP(return, "this thread never looked within 60 ms of the enqueue (a loaded host)");
+}
+
+/*
+ * The timer slack (ns) of group 0's worker under policy, from
+ * /proc/<tid>/timerslack_ns; -1 on failure, -2 when that file cannot be
+ * read (another thread's slack needs CAP_SYS_NICE on some kernels).
+ */
+static long worker_slack_ns(enum nproxy_idle_policy policy)
+{
+	struct nproxy_proxy_stats st;
+	struct nproxy_comm *comm;
+	char path[96];
+	long slack = -1;
+	FILE *f;
+
+	if (nproxy_test_idle_task_open(policy, &comm))
+		return -1;
+	if (!nproxy_test_idle_tasks_settle(1, 5000, &st) && st.worker_tid > 0) {
+		snprintf(path, sizeof(path), "/proc/%d/timerslack_ns", (int)st.worker_tid);
+		f = fopen(path, "r");
+		if (!f || fscanf(f, "%ld", &slack) != 1)
+			slack = -2;
+		if (f)
+			fclose(f);
+	}
+	nproxy_comm_close(comm);
+	return slack;
+}
+
+#define SKIP_UNREADABLE(slack) do {							\
+	if ((slack) == -2)								\
+		SKIP(return, "/proc/<tid>/timerslack_ns of another thread is not readable here");	\
+} while (0)
+
+TEST(adaptive_worker_parks_with_a_1_us_timer_slack)
+{
+	long slack = worker_slack_ns(NPROXY_IDLE_ADAPTIVE);
+
+	SKIP_UNREADABLE(slack);
+	ASSERT_EQ(1000, slack);
+	ASSERT_EQ(1000, worker_slack_ns(NPROXY_IDLE_ADAPTIVE_YIELD));
+}
+
+TEST(yield_worker_keeps_the_slack_it_inherits)
+{
+	long mine = (long)prctl(PR_GET_TIMERSLACK);
+
+	long slack = worker_slack_ns(NPROXY_IDLE_YIELD);
+
+	SKIP_UNREADABLE(slack);
+	ASSERT_NE(1000, mine);	/* else the comparison says nothing */
+	ASSERT_EQ(mine, slack);
 }
 
 TEST_HARNESS_MAIN

@@ -2,7 +2,9 @@
 /*
  * The thread that waits drives the op (NPROXY_CALLER_DRIVES): a consumer
  * waiting in nproxy_await_status()/nproxy_wait_status() may step its
- * group itself, and hands the group back to the worker when it stops.
+ * group itself, and hands the group back to the worker when it stops;
+ * while it drives, a thread that waits for the group's lock gets it
+ * between two ticks.
  *
  * Every engine call goes through a recording seam that counts the threads
  * inside progress() at once (the group's step right must make that 1) and
@@ -395,6 +397,122 @@ TEST(auto_rule_by_ranks_and_reduced_bytes)
 	EXPECT_FALSE(npx_proxy_auto_drives(2, 0, 2));
 	EXPECT_EQ(2u, PROXY_AUTO_DRIVE_MAX_RANKS);
 	EXPECT_EQ(65536u, PROXY_AUTO_DRIVE_MAX_REDUCE);
+}
+
+/* ---- a driver lets a thread that waits for the group's lock in ---- */
+
+/* A seam whose block is always moving and never done. */
+static int busy_driver_tid;
+static uint64_t busy_driven_calls;
+
+static enum nproxy_status busy_start(void *e, uint32_t s, uint32_t bb,
+				     const struct nproxy_fifo_set *f,
+				     const struct nproxy_device_sems *d)
+{
+	return NPROXY_SUCCESS;
+}
+
+static enum nproxy_status busy_progress(void *e, uint32_t s, uint32_t bb, bool *idle,
+					bool *block_done, bool *done)
+{
+	if ((int)gettid() == __atomic_load_n(&busy_driver_tid, __ATOMIC_RELAXED))
+		__atomic_add_fetch(&busy_driven_calls, 1, __ATOMIC_RELAXED);
+	*idle = *block_done = *done = false;
+	return NPROXY_SUCCESS;
+}
+
+static enum nproxy_status busy_stop(void *e, uint32_t s, uint32_t bb)
+{
+	return NPROXY_SUCCESS;
+}
+
+static const struct nproxy_seam_ops busy_ops = {
+	.name = "busy", .start = busy_start, .progress = busy_progress, .stop = busy_stop,
+};
+
+struct locker {
+	struct nproxy_comm *other;
+	bool saw_drive;
+	uint64_t done_ns;
+};
+
+/* Once the waiting thread drives, take the group's lock (an abort of another comm). */
+static void *locker_main(void *arg)
+{
+	struct locker *l = arg;
+
+	l->saw_drive = WAIT_UNTIL(__atomic_load_n(&busy_driven_calls, __ATOMIC_RELAXED) > 0, 1000);
+	nproxy_comm_abort(l->other);
+	__atomic_store_n(&l->done_ns, now_ns(), __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/*
+ * A thread driving an op that keeps moving gives the group's lock to a
+ * thread that waits for it between two ticks: an abort of another comm of
+ * the group ends while the driver still waits, not after it.
+ */
+TEST(a_driver_of_a_moving_op_lets_a_lock_waiter_in)
+{
+	struct nproxy_comm_opts o = comm_opts(0, 1, 0, 1, 0, NULL);
+	struct nproxy_comm_opts o2 = comm_opts(0, 1, 0, 1, NPROXY_COMM_F_SKIP_NET, NULL);
+	struct nproxy_cc_op op = NPROXY_CC_OP_INIT;
+	struct nproxy_fifo_set blocks = { 0 };
+	uint32_t word = 1;
+	struct locker l = { 0 };
+	struct nproxy_comm *c;
+	enum nproxy_status st;
+	uint64_t ctx, ret_ns;
+	pthread_t th;
+	bool done;
+
+	drives("always");
+	o.seam.ops = &busy_ops;
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o2, &l.other));
+	op.streams_n = 1;
+	op.streams[0].blocks = &blocks;
+	op.streams[0].n_blocks = 1;
+	op.trigger_words[0] = &word;
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 1, &ctx));
+	__atomic_store_n(&busy_driver_tid, (int)gettid(), __ATOMIC_RELAXED);
+	ASSERT_EQ(0, pthread_create(&th, NULL, locker_main, &l));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_await_status(c, ctx, NPROXY_TASK_NETWORK, 2000, &done,
+						      &st));
+	ret_ns = now_ns();
+	pthread_join(th, NULL);
+	__atomic_store_n(&busy_driver_tid, 0, __ATOMIC_RELAXED);
+	EXPECT_FALSE(done);
+	EXPECT_TRUE(l.saw_drive);
+	EXPECT_LT(l.done_ns, ret_ns);
+	nproxy_comm_close(l.other);
+	nproxy_comm_close(c);
+	drives(NULL);
+}
+
+/* The queue's answer for an op that auto would drive (a 1- or 2-rank op
+ * without reductions, alone in the process): never says no, always yes. */
+static bool queue_drives(const char *mode)
+{
+	struct proxy_task_status st = { .auto_drive = true };
+	struct proxy_queue *q;
+	bool yes;
+
+	drives(mode);
+	q = npx_proxy_queue_create(99, NPROXY_IDLE_YIELD, 0);
+	drives(NULL);
+	if (!q)
+		return false;
+	yes = npx_proxy_queue_caller_drives(q, &st);
+	npx_proxy_queue_destroy(q);
+	return yes;
+}
+
+TEST(never_and_always_override_auto_for_an_op_auto_would_drive)
+{
+	EXPECT_TRUE(queue_drives(NULL));
+	EXPECT_FALSE(queue_drives("never"));
+	EXPECT_TRUE(queue_drives("always"));
 }
 
 TEST(the_value_is_read_in_any_case)

@@ -2,7 +2,8 @@
 /*
  * The worker loop and the status channel: DONE is recycled and never
  * stepped again, IDLE stays active, the worker sleeps only on quiescence,
- * status is published before the task is queued, check/wait semantics and
+ * status is published before the task is queued, an abort drops a comm's
+ * tasks and status nodes, check/wait semantics and
  * the reference runtime's (libnrt's) watchdog messages.
  */
 #include "kselftest_harness.h"
@@ -408,6 +409,40 @@ TEST(comm_free_aborts_in_flight_tasks)
 	EXPECT_EQ(0u, lc.misuse);
 	EXPECT_EQ(1u, nproxy_proxy_group_refcnt(0));
 	nproxy_comm_close(keep);
+	nproxy_loopback_destroy(r.lb);
+	nproxy_loopback_fabric_destroy(f);
+}
+
+/* nproxy_comm_abort(): the comm's tasks are stopped and their status nodes
+ * dropped (a check finds no such task); the comm stays open. */
+TEST(comm_abort_drops_the_tasks_status_nodes)
+{
+	struct nproxy_loopback_fabric *f;
+	struct nproxy_loopback_counters lc;
+	struct nproxy_comm_opts o;
+	struct nproxy_comm *c;
+	struct nproxy_cc_op op;
+	enum nproxy_status st;
+	struct lb_rank r;
+	uint64_t ctx;
+	bool done;
+
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_loopback_fabric_create(2, &f));
+	ASSERT_EQ(0, lb_rank_setup(&r, f, 0, 1, 16));	/* peer 1 never shows up */
+	o = comm_opts(0, 2, 0, 1, 0, r.lb);
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &c));
+	op = lb_rank_op(&r);
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 1, &ctx));
+	ASSERT_TRUE(WAIT_UNTIL(group_stats(0).idle_ticks > 10, 10000));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_check_status(c, ctx, NPROXY_TASK_NETWORK, &done, &st));
+	nproxy_comm_abort(c);
+	EXPECT_ST(NPROXY_NOT_FOUND, nproxy_check_status(c, ctx, NPROXY_TASK_NETWORK, &done, &st));
+	EXPECT_ST(NPROXY_NOT_FOUND, nproxy_check_status(c, ctx, NPROXY_TASK_BARRIER, &done, &st));
+	EXPECT_TRUE(WAIT_UNTIL(group_stats(0).tasks_active == 0, 10000));
+	nproxy_loopback_counters(r.lb, &lc);
+	EXPECT_EQ(0u, lc.blocks_live);		/* the started block was stopped */
+	EXPECT_EQ(1u, nproxy_proxy_group_refcnt(0));	/* the comm is still open */
+	nproxy_comm_close(c);
 	nproxy_loopback_destroy(r.lb);
 	nproxy_loopback_fabric_destroy(f);
 }
