@@ -13,9 +13,7 @@
  *
  * Allgather, rank r of W, step s = 0..W-2: send part (r - s) to r + 1,
  * receive part (r - s - 1) from r - 1; the send of step s > 0 waits for
- * the receive of step s - 1 (RECV >= s).  Up to COLL_DIRECT_MAX_RANKS
- * ranks, directly instead: part r to every other rank, each other part
- * straight from its owner, no op waiting for another.
+ * the receive of step s - 1 (RECV >= s).
  *
  * Allreduce: the count elements in W chunks.  Reduce-scatter step s: send
  * chunk (r - s) (s > 0: after the reduction of step s - 1, REDUCE >= s),
@@ -146,30 +144,6 @@ static void build_allgather(struct builder *b, struct nproxy_net_addr out,
 			gate(op, COLL_SEM_RECV, recv_base + s);
 		op = add(b, NPROXY_NET_OP_RECV, b->prev, (uint32_t)part_len, out,
 			 past(out, recv_idx * part_len));
-		announce(op, COLL_SEM_RECV);
-	}
-	if (!same(in, place))
-		add(b, NPROXY_NET_OP_COPY, 0, (uint32_t)part_len, in, place);
-}
-
-/*
- * Direct: this rank's part to every other rank at once (rank r + j first
- * for j = 1.., so that no rank is every rank's first), every other rank's
- * part straight into its place: one round, no op waits for another.
- */
-static void build_allgather_direct(struct builder *b, struct nproxy_net_addr out,
-				   struct nproxy_net_addr in, uint64_t part_len)
-{
-	uint32_t W = b->c->n_ranks, r = b->c->me;
-	struct nproxy_net_addr place = past(out, r * part_len);
-
-	for (uint32_t j = 1; j < W; j++) {
-		uint32_t from = (r + W - j) % W;
-		struct nproxy_net_op *op;
-
-		add(b, NPROXY_NET_OP_SEND, (r + j) % W, (uint32_t)part_len, in, out);
-		op = add(b, NPROXY_NET_OP_RECV, from, (uint32_t)part_len, out,
-			 past(out, from * part_len));
 		announce(op, COLL_SEM_RECV);
 	}
 	if (!same(in, place))
@@ -363,10 +337,7 @@ enum nproxy_status npx_coll_build(struct nproxy_coll *c, const struct nproxy_col
 			st = input_at(c, d, out, c->me * part, part, &in);
 		if (st != NPROXY_SUCCESS)
 			return st;
-		if (W <= COLL_DIRECT_MAX_RANKS)
-			build_allgather_direct(&b, out, in, part);
-		else
-			build_allgather(&b, out, in, part, recv_base);
+		build_allgather(&b, out, in, part, recv_base);
 		*recv_final = recv_base + (W - 1);
 		break;
 	}

@@ -25,16 +25,6 @@
  * worse above (512 KiB 101 -> 108-177).
  */
 #define COLL_DOUBLING_MAX_BYTES	(256u << 10)
-/*
- * An allgather of at most this many ranks sends its part to every other
- * rank at once, where the ring forwards each part W - 1 times in turn:
- * the same bytes per rank, one round instead of W - 1.  Measured here
- * (median us, ring -> direct, same runs): 4 ranks 64 KiB 115-124 -> 78-88,
- * 1 MiB 267-316 -> 194-209, 4 MiB 1166-1208 -> 836-910; 3 ranks 1 MiB
- * 225-237 -> 173-179; 8 ranks (on 2 CPUs) 64 KiB 621-736 -> 288-316.  Past
- * it every rank would post W - 1 sends and take W - 1 senders at once.
- */
-#define COLL_DIRECT_MAX_RANKS	8
 
 struct coll_mr {
 	const void *base;

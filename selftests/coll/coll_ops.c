@@ -106,7 +106,7 @@ TEST(allgather_out_of_place_3_ranks_odd_count)
 }
 
 /* Power-of-two rank counts, out of place (the COPY that places the input
- * runs beside the sends) and in place. */
+ * runs beside the ring's sends) and in place. */
 TEST(allgather_out_of_place_4_ranks)
 {
 	job_ok(_metadata, "ag4", 4, allgather_rank, 1001, true);
@@ -117,62 +117,10 @@ TEST(allgather_in_place_8_ranks)
 	job_ok(_metadata, "ag8", 8, allgather_rank, 333, false);
 }
 
-/* Up to 8 ranks an allgather is direct (every part straight from its
- * owner); past it the ring forwards each part: 9 ranks, odd count. */
-TEST(allgather_ring_past_the_direct_limit_9_ranks)
+/* An odd rank count past 8, odd count: the ring's step indices wrap. */
+TEST(allgather_in_place_9_ranks_odd_count)
 {
 	job_ok(_metadata, "ag9", 9, allgather_rank, 77, false);
-}
-
-/* A direct allgather's block: one send to and one receive from every
- * other rank, none addressed to this rank itself, and nothing more in place. */
-static int direct_block_rank(uint32_t i, uint32_t n, void *arg)
-{
-	struct job *job = arg;
-	struct nproxy_coll_desc d = NPROXY_COLL_DESC_INIT;
-	uint32_t *buf = calloc(job->count * n, 4);
-	uint32_t sends_to[16] = { 0 }, recvs_from[16] = { 0 };
-	const struct nproxy_fifo_set *b;
-	struct ct_rank r;
-	int rc;
-
-	if (!buf || n > 16)
-		return 80;
-	rc = ct_open(job->id, i, n, &r);
-	if (rc)
-		return rc;
-	d.kind = NPROXY_COLL_ALLGATHER;
-	d.dtype = NPROXY_UINT32;
-	d.count = job->count;
-	d.recvbuf = buf;
-	rc = ct_run(&r, i, &d);
-	b = &r.coll->block;
-	for (uint32_t k = 0; k < b->n_ops && !rc; k++) {
-		const struct nproxy_net_op *op = &b->ops[k];
-
-		if (op->kind == NPROXY_NET_OP_SEND)
-			sends_to[op->peer % 16]++;
-		else if (op->kind == NPROXY_NET_OP_RECV)
-			recvs_from[op->peer % 16]++;
-		else
-			rc = 2;	/* in place: no COPY */
-	}
-	for (uint32_t p = 0; p < n && !rc; p++)
-		if (sends_to[p] != (p != i) || recvs_from[p] != (p != i)) {
-			fprintf(stderr, "# rank %u: %u sends to and %u receives from rank %u\n", i,
-				sends_to[p], recvs_from[p], p);
-			rc = 3;
-		}
-	if (!rc && b->n_ops != 2 * (n - 1))
-		rc = 4;
-	ct_close(&r);
-	free(buf);
-	return rc;
-}
-
-TEST(allgather_direct_4_ranks_one_send_and_receive_per_other_rank)
-{
-	job_ok(_metadata, "agd", 4, direct_block_rank, 64, false);
 }
 
 /* ---- allreduce: every type, every op ---- */
