@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * The built-in collectives as one basic block of ring ops each.
+ * The built-in collectives as one basic block of ops each: rings, and
+ * recursive doubling where it takes fewer round trips.
  *
  * One block, not one per ring step: the engine posts a block's receives
  * ahead (up to its credits) while each send waits, on its precondition,
@@ -148,6 +149,54 @@ static void build_allgather(struct builder *b, struct nproxy_net_addr out,
 	}
 	if (!same(in, place))
 		add(b, NPROXY_NET_OP_COPY, 0, (uint32_t)part_len, in, place);
+}
+
+/*
+ * An allgather of a power-of-two rank count W >= 4: recursive doubling.  In
+ * step k (k = 0..log2 W - 1) rank r holds the 2^k parts of its aligned
+ * group (r with its k low bits cleared, onwards), contiguous in out, and
+ * swaps them with rank r ^ 2^k for that rank's group: log2 W round trips
+ * where the ring makes W - 1, the same bytes per rank, and each rank still
+ * sends to one peer at a time (never the fan-in of a direct allgather, see
+ * Documentation/coll.md).  Step k's send waits for step k - 1's receive
+ * (RECV >= k); a receive lands in the partner's group, which none of this
+ * rank's sends reads before that receive is in, so receives post ahead.
+ * Out of place, the first send reads the input and a COPY puts it into
+ * out before the second send, which reads it from there.
+ */
+static void build_allgather_doubling(struct builder *b, struct nproxy_net_addr out,
+				     struct nproxy_net_addr in, uint64_t part_len,
+				     uint64_t recv_base)
+{
+	uint32_t W = b->c->n_ranks, r = b->c->me, k = 0;
+	struct nproxy_net_addr place = past(out, r * part_len);
+
+	for (uint32_t dist = 1; dist < W; dist <<= 1, k++) {
+		uint32_t partner = r ^ dist, mine = r & ~(dist - 1), theirs = partner & ~(dist - 1);
+		struct nproxy_net_op *op;
+
+		op = add(b, NPROXY_NET_OP_SEND, partner, (uint32_t)(dist * part_len),
+			 k ? past(out, mine * part_len) : in, out);
+		if (k)
+			gate(op, COLL_SEM_RECV, recv_base + k);
+		op = add(b, NPROXY_NET_OP_RECV, partner, (uint32_t)(dist * part_len), out,
+			 past(out, theirs * part_len));
+		announce(op, COLL_SEM_RECV);
+		if (!k && !same(in, place))
+			add(b, NPROXY_NET_OP_COPY, 0, (uint32_t)part_len, in, place);
+	}
+}
+
+/*
+ * The allgather's shape: recursive doubling for a power-of-two rank count
+ * of 4 or more (2 ranks: the ring is the same one swap) whose largest swap,
+ * half the result, fits one message; else the ring.
+ */
+static bool coll_allgather_doubles(const struct nproxy_coll *c, uint64_t part_len)
+{
+	uint32_t W = c->n_ranks;
+
+	return W >= 4 && !(W & (W - 1)) && (uint64_t)(W / 2) * part_len <= UINT32_MAX;
 }
 
 /*
@@ -313,6 +362,32 @@ static enum nproxy_status input_at(struct nproxy_coll *c, const struct nproxy_co
 	return npx_coll_mr(c, d->sendbuf, len, in);
 }
 
+/* The allgather's registrations and ops: recursive doubling or the ring. */
+static enum nproxy_status add_allgather(struct builder *b, const struct nproxy_coll_desc *d,
+					size_t esize, uint64_t recv_base, uint64_t *recv_final)
+{
+	struct nproxy_coll *c = b->c;
+	uint64_t part = d->count * esize, steps = 0;
+	struct nproxy_net_addr out, in;
+	enum nproxy_status st;
+
+	st = npx_coll_mr(c, d->recvbuf, part * c->n_ranks, &out);
+	if (st == NPROXY_SUCCESS)
+		st = input_at(c, d, out, c->me * part, part, &in);
+	if (st != NPROXY_SUCCESS)
+		return st;
+	if (coll_allgather_doubles(c, part)) {
+		for (uint32_t dist = 1; dist < c->n_ranks; dist <<= 1)
+			steps++;
+		build_allgather_doubling(b, out, in, part, recv_base);
+	} else {
+		steps = c->n_ranks - 1;
+		build_allgather(b, out, in, part, recv_base);
+	}
+	*recv_final = recv_base + steps;
+	return NPROXY_SUCCESS;
+}
+
 enum nproxy_status npx_coll_build(struct nproxy_coll *c, const struct nproxy_coll_desc *d,
 				  uint64_t recv_base, uint64_t reduce_base,
 				  uint64_t *recv_final, uint64_t *reduce_final)
@@ -329,18 +404,11 @@ enum nproxy_status npx_coll_build(struct nproxy_coll *c, const struct nproxy_col
 	*recv_final = recv_base;
 	*reduce_final = reduce_base;
 	switch (d->kind) {
-	case NPROXY_COLL_ALLGATHER: {
-		uint64_t part = d->count * esize;
-
-		st = npx_coll_mr(c, d->recvbuf, total * esize, &out);
-		if (st == NPROXY_SUCCESS)
-			st = input_at(c, d, out, c->me * part, part, &in);
+	case NPROXY_COLL_ALLGATHER:
+		st = add_allgather(&b, d, esize, recv_base, recv_final);
 		if (st != NPROXY_SUCCESS)
 			return st;
-		build_allgather(&b, out, in, part, recv_base);
-		*recv_final = recv_base + (W - 1);
 		break;
-	}
 	case NPROXY_COLL_ALLREDUCE: {
 		struct split sp = { .per = (d->count + W - 1) / W, .count = d->count, .esize = esize };
 		uint64_t bytes = total * esize, steps = 0;

@@ -123,6 +123,84 @@ TEST(allgather_in_place_9_ranks_odd_count)
 	job_ok(_metadata, "ag9", 9, allgather_rank, 77, false);
 }
 
+/*
+ * An allgather of a power-of-two rank count of 4 or more is recursive
+ * doubling: send k goes to rank i ^ 2^k and carries the 2^k parts of i's
+ * aligned group, read from where they sit in the result; receive k takes
+ * the partner's group from the same partner.  Other counts take the ring
+ * (every send to the next rank, one part each).
+ */
+static int allgather_block_rank(uint32_t i, uint32_t n, void *arg)
+{
+	struct job *job = arg;
+	struct nproxy_coll_desc d = NPROXY_COLL_DESC_INIT;
+	uint64_t part = job->count * 4;
+	uint32_t *buf = calloc(job->count * n, 4);
+	bool doubling = n >= 4 && !(n & (n - 1));
+	uint32_t sends = 0, recvs = 0;
+	const struct nproxy_fifo_set *b;
+	struct ct_rank r;
+	int rc;
+
+	if (!buf)
+		return 80;
+	rc = ct_open(job->id, i, n, &r);
+	if (rc)
+		return rc;
+	d.kind = NPROXY_COLL_ALLGATHER;
+	d.dtype = NPROXY_UINT32;
+	d.count = job->count;
+	d.recvbuf = buf;
+	rc = ct_run(&r, i, &d);
+	b = &r.coll->block;
+	for (uint32_t k = 0; k < b->n_ops && !rc; k++) {
+		const struct nproxy_net_op *op = &b->ops[k];
+		uint32_t step = op->kind == NPROXY_NET_OP_SEND ? sends : recvs;
+		uint32_t dist = 1u << step, who = op->kind == NPROXY_NET_OP_SEND ? i : i ^ dist;
+		uint64_t at = (uint64_t)(who & ~(dist - 1)) * part;
+
+		if (op->kind != NPROXY_NET_OP_SEND && op->kind != NPROXY_NET_OP_RECV)
+			continue;
+		if (!doubling) {
+			if (op->peer != (op->kind == NPROXY_NET_OP_SEND ? (i + 1) % n : (i + n - 1) % n) ||
+			    op->len != part)
+				rc = 2;
+		} else if (op->peer != (i ^ dist) || op->len != dist * part ||
+			   (op->kind == NPROXY_NET_OP_RECV && b->dst[k].offset != at) ||
+			   (op->kind == NPROXY_NET_OP_SEND && step && b->src[k].offset != at)) {
+			rc = 2;
+		}
+		if (rc)
+			fprintf(stderr, "# rank %u: op %u (kind %u, step %u) peer %u len %u\n", i, k,
+				op->kind, step, op->peer, op->len);
+		sends += op->kind == NPROXY_NET_OP_SEND;
+		recvs += op->kind == NPROXY_NET_OP_RECV;
+	}
+	if (!rc && (sends != (doubling ? (uint32_t)__builtin_ctz(n) : n - 1) || recvs != sends)) {
+		fprintf(stderr, "# rank %u: %u sends, %u receives\n", i, sends, recvs);
+		rc = 3;
+	}
+	ct_close(&r);
+	free(buf);
+	return rc;
+}
+
+TEST(allgather_of_4_and_8_ranks_is_recursive_doubling_and_of_3_the_ring)
+{
+	job_ok(_metadata, "agb4", 4, allgather_block_rank, 100, false);
+	job_ok(_metadata, "agb8", 8, allgather_block_rank, 10, false);
+	job_ok(_metadata, "agb3", 3, allgather_block_rank, 100, false);
+	job_ok(_metadata, "agb2", 2, allgather_block_rank, 100, false);
+}
+
+/* Four ranks swap half the result in their last step, 2 MiB. */
+TEST(allgather_of_megabytes_4_ranks_out_of_place)
+{
+	struct job job = { .count = (1 << 20) / 4 + 3, .out_of_place = true };
+
+	ASSERT_EQ(0, run_job("agp4", 4, allgather_rank, &job));
+}
+
 /* ---- allreduce: every type, every op ---- */
 
 /* A small allreduce of a power-of-two rank count is recursive doubling:
