@@ -121,7 +121,9 @@ NPROXY_API const char *nproxy_net_strerror(const struct nproxy_net *net);
  * Messages are received while the engine's completion queue is driven:
  * by the seam's progress and the host barrier's test, or, for a caller
  * waiting on something else, by nproxy_net_poll(), which returns the
- * engine's sticky status (NPROXY_SUCCESS while nothing failed).
+ * engine's sticky status (NPROXY_SUCCESS while nothing failed).  It never
+ * waits: while another thread is inside the engine it returns
+ * NPROXY_SUCCESS at once, and the status shows at a later call.
  *
  * nproxy_net_abort_reason(): "" until an abort was started or received,
  * then "rank D (pid P, host A) <what happened> (reported by rank O)" --
@@ -208,6 +210,29 @@ struct nproxy_shm_sweep_opts {
 NPROXY_API enum nproxy_status nproxy_net_shm_sweep(const struct nproxy_shm_sweep_opts *opts,
 						   uint32_t *n_removed);
 NPROXY_API const char *nproxy_shm_verdict_str(enum nproxy_shm_verdict v);
+
+/*
+ * Region locks a dead local peer left held.  libfabric's shm provider
+ * takes a spinlock in a region's header around every command it puts into
+ * that region (a sender, in the receiver's region) and around its own
+ * progress (the owner, in its own).  A process killed inside that section
+ * leaves the lock held for good, and every process that touches the
+ * region -- its owner in fi_cq_read(), its senders in fi_tsend() -- spins
+ * on it for ever, holding whatever locks it held when it called.
+ *
+ * Called once a local peer is known dead (nproxy_rank_check() and
+ * nproxy_rank_abandon() call it when their bus saw a death), this tries
+ * every region mapped in this process for hold_ms (0: 200): a lock it can
+ * take at any moment is free (let go at once); one that stays held for
+ * the whole window, while a peer is dead, is the dead peer's, and is
+ * released.  The header's layout is checked first against this process's
+ * own region (version, owner pid, and the region's own address where the
+ * provider keeps it); a layout that does not match touches nothing.  The
+ * command the dead process was writing may be half there: the job is
+ * failing anyway; this only lets the survivors see it and say so.
+ * NPROXY_SHM_BREAK_LOCKS=0 turns it off.  Returns the locks released.
+ */
+NPROXY_API uint32_t nproxy_net_shm_break_dead_locks(uint32_t hold_ms);
 
 /*
  * How the shm provider copies a large message in this process: "CMA on"

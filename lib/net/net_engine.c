@@ -660,7 +660,13 @@ NPROXY_API enum nproxy_status nproxy_net_poll(struct nproxy_net *net)
 
 	if (!net)
 		return NPROXY_INVALID;
-	pthread_mutex_lock(&net->lock);
+	/*
+	 * Another thread inside the engine drives it, or is stuck inside the
+	 * provider (a dead peer's shm lock, nproxy_net_shm_break_dead_locks):
+	 * either way this caller must not wait for it.
+	 */
+	if (pthread_mutex_trylock(&net->lock))
+		return NPROXY_SUCCESS;
 	npx_net_drain_cq(net, &moved);
 	npx_net_abort_repost(net);
 	st = net->failed;

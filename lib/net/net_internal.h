@@ -241,6 +241,17 @@ long npx_net_shm_name_pid(const char *name);
 /* net_shm_prefault.c: the shm regions mapped here, populated once the peers
  * are known (bounded by NPROXY_SHM_PREFAULT_MB). */
 void npx_net_shm_prefault(struct nproxy_net *net);
+/* A writable shared mapping of a provider-named region. */
+struct npx_shm_mapping {
+	unsigned long lo, hi;
+	unsigned long off;	/* into the file */
+	long pid;		/* the pid in its name */
+};
+
+/* The mappings of provider-named regions in this process: how many (the
+ * first max kept in m) and their bytes. */
+unsigned int npx_net_shm_mapped_regions(struct npx_shm_mapping *m, unsigned int max,
+					uint64_t *bytes);
 /* net_shm_copy.c: the shm provider's large-message copy, decided once per
  * process before libfabric reads its settings. */
 void npx_net_shm_pick_copy(void);

@@ -41,13 +41,8 @@
 #define PREFAULT_DEFAULT_MB	256
 #define PREFAULT_MAX_REGIONS	1024
 
-struct shm_mapping {
-	unsigned long lo, hi;
-};
-
-/* The writable shared mappings of provider-named files under /dev/shm:
- * how many (the first max kept in m) and their bytes. */
-static unsigned int find_regions(struct shm_mapping *m, unsigned int max, uint64_t *bytes)
+unsigned int npx_net_shm_mapped_regions(struct npx_shm_mapping *m, unsigned int max,
+					uint64_t *bytes)
 {
 	char line[512 + 128];
 	unsigned int n = 0;
@@ -57,11 +52,11 @@ static unsigned int find_regions(struct shm_mapping *m, unsigned int max, uint64
 	if (!f)
 		return 0;
 	while (fgets(line, sizeof(line), f)) {
-		unsigned long lo, hi;
+		unsigned long lo, hi, off;
 		char perms[8], *path, *base;
 		int at = 0;
 
-		if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &lo, &hi, perms, &at) != 3 || !at)
+		if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %n", &lo, &hi, perms, &off, &at) != 4 || !at)
 			continue;
 		path = line + at;
 		path[strcspn(path, "\n")] = 0;
@@ -72,7 +67,8 @@ static unsigned int find_regions(struct shm_mapping *m, unsigned int max, uint64
 		if (npx_net_shm_name_pid(base) <= 0 || strchr(base, '_'))
 			continue;
 		if (n < max)
-			m[n] = (struct shm_mapping){ .lo = lo, .hi = hi };
+			m[n] = (struct npx_shm_mapping){ .lo = lo, .hi = hi, .off = off,
+							 .pid = npx_net_shm_name_pid(base) };
 		n++;
 		*bytes += hi - lo;
 	}
@@ -82,7 +78,7 @@ static unsigned int find_regions(struct shm_mapping *m, unsigned int max, uint64
 
 void npx_net_shm_prefault(struct nproxy_net *net)
 {
-	static struct shm_mapping m[PREFAULT_MAX_REGIONS];
+	static struct npx_shm_mapping m[PREFAULT_MAX_REGIONS];
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	uint64_t cap_mb, bytes, done = 0;
 	struct statvfs fs;
@@ -92,7 +88,7 @@ void npx_net_shm_prefault(struct nproxy_net *net)
 	if (!cap_mb)
 		return;
 	pthread_mutex_lock(&lock);
-	n = find_regions(m, PREFAULT_MAX_REGIONS, &bytes);
+	n = npx_net_shm_mapped_regions(m, PREFAULT_MAX_REGIONS, &bytes);
 	if (!n)
 		goto out;
 	if (n > PREFAULT_MAX_REGIONS || bytes > cap_mb << 20 || statvfs(SHM_DIR, &fs) ||

@@ -448,6 +448,15 @@ static enum nproxy_status report_bus_death(struct nproxy_rank *r)
 	return NPROXY_PEER_DEAD;
 }
 
+/* Once per rank, after its bus saw a death (nproxy_net_shm_break_dead_locks). */
+static void free_dead_locks(struct nproxy_rank *r)
+{
+	if (r->dead_locks_freed || !r->net)
+		return;
+	r->dead_locks_freed = true;
+	nproxy_net_shm_break_dead_locks(0);
+}
+
 enum nproxy_status nproxy_rank_check(struct nproxy_rank *r)
 {
 	enum nproxy_status st = NPROXY_SUCCESS;
@@ -457,14 +466,20 @@ enum nproxy_status nproxy_rank_check(struct nproxy_rank *r)
 	if (!r)
 		return NPROXY_INVALID;
 	/*
-	 * The engine first: a local rank that just left because another
-	 * host's abort reached it looks dead to its bus, and the abort
-	 * (usually in this rank's queue by then too) names the cause.
+	 * The bus first: a local peer that died inside the shm provider may
+	 * hold a lock this process's worker spins on while it holds the
+	 * engine's, so the engine is polled only after those are released.
+	 * Both are looked at before either is believed: a local rank that just
+	 * left because another host's abort reached it looks dead to its bus,
+	 * and the abort (usually in this rank's queue by then too) names the
+	 * cause.
 	 */
-	if (r->net)
-		nst = nproxy_net_poll(r->net);
 	if (r->bp)
 		st = nproxy_bp_check(r->bp);
+	if (st == NPROXY_PEER_DEAD)
+		free_dead_locks(r);
+	if (r->net)
+		nst = nproxy_net_poll(r->net);
 	if (st == NPROXY_PEER_DEAD && !(r->net && *nproxy_net_abort_reason(r->net)))
 		report_bus_death(r);
 	if (st == NPROXY_SUCCESS)
@@ -488,8 +503,8 @@ void nproxy_rank_abandon(struct nproxy_rank *r)
 {
 	if (!r)
 		return;
-	if (r->bp)
-		(void)nproxy_bp_check(r->bp);
+	if (r->bp && nproxy_bp_check(r->bp) == NPROXY_PEER_DEAD)
+		free_dead_locks(r);
 	report_bus_death(r);
 	rank_release(r, false);
 	free(r);

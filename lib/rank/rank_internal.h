@@ -27,6 +27,8 @@ struct nproxy_rank {
 	struct nproxy_net *net;
 	struct nproxy_hs *hs;
 	struct nproxy_comm *comm;
+	/* The dead peer's held shm locks were looked for (once per rank). */
+	bool dead_locks_freed;
 
 	struct npx_errbuf err;		/* which step failed and why (common's rule) */
 };

@@ -5,14 +5,17 @@
  * runs), a second start while one is in flight is NPROXY_BUSY, a wait
  * that runs out before the op is NPROXY_BUSY and collects nothing, the
  * op's deadline, a device program that fails, a peer killed before or
- * after its start (named by rank and pid, part PEER, within the test's
+ * after its start, or inside the shm provider holding the locks of its
+ * peers' regions (named by rank and pid, part PEER, within the test's
  * bound, far below the engine's deadline), and a close with an op in
- * flight.  (A peer killed in the middle of a large shm transfer can leave
- * the provider's shared region locked; see Documentation/coll.md.)  After a failure the coll
+ * flight.  After a failure the coll
  * refuses new ops, and once closed the process holds what it held before.
  */
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
+#include <unistd.h>
 #include "kselftest_harness.h"
 #include "coll_test.h"
 
@@ -265,6 +268,32 @@ TEST(a_failing_device_program_ends_the_op_and_leaves_nothing)
 /* ---- a peer killed before or after its start ---- */
 
 #define VICTIM		2u
+/* Where the shm provider keeps a region's lock (lib/net/net_shm_locks.c). */
+#define SHM_HDR_LOCK	24
+
+/*
+ * Die as a process killed inside the shm provider would: holding the lock
+ * of every other process's region mapped here (the receivers it was
+ * sending to), which the provider takes around each command it writes.
+ */
+static void hold_peers_region_locks(void)
+{
+	char line[512], mine[32];
+	FILE *f = fopen("/proc/self/maps", "r");
+
+	snprintf(mine, sizeof(mine), "/dev/shm/%d:", (int)getpid());
+	while (f && fgets(line, sizeof(line), f)) {
+		char *path = strchr(line, '/');
+		unsigned long lo, off;
+
+		if (!path || strncmp(path, "/dev/shm/", 9) || !strncmp(path, mine, strlen(mine)) ||
+		    strchr(path + 9, '_') || sscanf(line, "%lx-%*x %*s %lx", &lo, &off) != 2 || off)
+			continue;
+		pthread_spin_lock((pthread_spinlock_t *)(lo + SHM_HDR_LOCK));
+	}
+	if (f)
+		fclose(f);
+}
 
 static int death_rank(uint32_t i, uint32_t n, void *arg)
 {
@@ -294,7 +323,15 @@ static int death_rank(uint32_t i, uint32_t n, void *arg)
 		return rc;
 	d.count = words;
 	if (i == VICTIM) {
-		if (job->phase == 0)
+		/* A second op first: its wait collects the first one's barrier,
+		 * so every survivor is past the good op before the locks go. */
+		if (job->phase == 2) {
+			rc = ct_run(&r, i, &d);
+			if (rc)
+				return rc;
+			hold_peers_region_locks();
+		}
+		if (job->phase != 1)
 			raise(SIGKILL);
 		nproxy_coll_start(r.coll, &d);
 		raise(SIGKILL);
@@ -323,25 +360,41 @@ static int death_rank(uint32_t i, uint32_t n, void *arg)
 	return rc ? rc : census_back(&before, i);
 }
 
-static void peer_death(struct __test_metadata *_metadata, int phase, const char *what)
+static void peer_death(struct __test_metadata *_metadata, uint32_t n, int phase,
+		       const char *what)
 {
 	struct job job = { .phase = phase };
-	int codes[3];
+	int codes[RT_MAX_RANKS];
 
-	run_job(what, 3, death_rank, &job, codes);
-	EXPECT_EQ(0, codes[0]);
-	EXPECT_EQ(0, codes[1]);
-	EXPECT_EQ(128 + SIGKILL, codes[VICTIM]);
+	run_job(what, n, death_rank, &job, codes);
+	for (uint32_t i = 0; i < n; i++)
+		EXPECT_EQ(i == VICTIM ? 128 + SIGKILL : 0, codes[i]);
 }
 
+/* Three ranks run the ring allgather; four, recursive doubling. */
 TEST(a_peer_killed_before_its_start_is_named)
 {
-	peer_death(_metadata, 0, "death0");
+	peer_death(_metadata, 3, 0, "death0");
+	peer_death(_metadata, 4, 0, "death0w4");
 }
 
 TEST(a_peer_killed_after_its_start_is_named)
 {
-	peer_death(_metadata, 1, "death1");
+	peer_death(_metadata, 3, 1, "death1");
+	peer_death(_metadata, 4, 1, "death1w4");
+}
+
+/*
+ * Killed inside the shm provider, holding its peers' region locks: each
+ * survivor's worker spins on its own region's lock in fi_cq_read() (and
+ * on the next rank's in fi_tsend()), holding the engine's lock, until the
+ * waiting thread, told of the death by the bus, releases what the dead
+ * process held (nproxy_net_shm_break_dead_locks()).
+ */
+TEST(a_peer_killed_holding_its_peers_shm_locks_is_named)
+{
+	peer_death(_metadata, 3, 2, "death2");
+	peer_death(_metadata, 4, 2, "death2w4");
 }
 
 /* ---- close with an op in flight ---- */

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <nproxy/net.h>
 #include <nproxy/seam.h>
+#include "nproxy_test.h"
 
 static uint8_t self_pair_buf[4096];
 
@@ -52,6 +53,28 @@ static inline struct nproxy_net *open_single(void)
 	struct nproxy_net *net = NULL;
 
 	return nproxy_net_open(&o, &net) == NPROXY_SUCCESS ? net : NULL;
+}
+
+struct self_pair_case {
+	int (*fn)(void);
+};
+
+static inline int self_pair_run_case(uint32_t rank, uint32_t n_ranks, void *arg)
+{
+	(void)rank;
+	(void)n_ranks;
+	return ((struct self_pair_case *)arg)->fn();
+}
+
+/* fn in a forked child (per-process settings and mappings), reaped within
+ * 30 s: its exit status, or NPROXY_TEST_KILLED. */
+static inline int in_child(int (*fn)(void))
+{
+	struct self_pair_case c = { .fn = fn };
+	int status = NPROXY_TEST_KILLED;
+
+	nproxy_test_run_ranks(self_pair_run_case, 1, &c, 30000, NULL, &status);
+	return status;
 }
 
 #endif

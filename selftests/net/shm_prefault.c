@@ -189,27 +189,6 @@ static int data_still_arrives(void)
 	return memcmp(self_pair_buf, self_pair_buf + 1024, 1024) ? 3 : 0;
 }
 
-struct one_case {
-	int (*fn)(void);
-};
-
-static int run_case(uint32_t rank, uint32_t n_ranks, void *arg)
-{
-	(void)rank;
-	(void)n_ranks;
-	return ((struct one_case *)arg)->fn();
-}
-
-/* fn in a forked child, reaped within 30 s: its exit status, or -1 when killed. */
-static int in_child(int (*fn)(void))
-{
-	struct one_case c = { .fn = fn };
-	int status = NPROXY_TEST_KILLED;
-
-	nproxy_test_run_ranks(run_case, 1, &c, 30000, NULL, &status);
-	return status;
-}
-
 TEST(open_maps_in_the_whole_region)
 {
 	ASSERT_EQ(0, in_child(default_maps_in));
