@@ -221,10 +221,10 @@ NPROXY_API const char *nproxy_shm_verdict_str(enum nproxy_shm_verdict v);
  * on it for ever, holding whatever locks it held when it called.
  *
  * Called once a local peer is known dead (nproxy_rank_check() and
- * nproxy_rank_abandon() call it when their bus saw a death), this tries
- * every region mapped in this process for hold_ms (0: 200): a lock it can
- * take at any moment is free (let go at once); one that stays held for
- * the whole window, while a peer is dead, is the dead peer's, and is
+ * nproxy_rank_abandon() call it when their bus saw a death), this reads
+ * the lock of every region mapped in this process for hold_ms (0: 200),
+ * never taking one: a lock seen free at any read is left alone; one held
+ * for the whole window, while a peer is dead, is the dead peer's, and is
  * released.  The header's layout is checked first against this process's
  * own region (version, owner pid, and the region's own address where the
  * provider keeps it); a layout that does not match touches nothing.  The

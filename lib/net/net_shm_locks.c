@@ -15,11 +15,15 @@
  * shared with every other region are what make a header trusted here.  A
  * provider whose header differs is left alone.
  *
- * A lock is taken only with pthread_spin_trylock() and, if taken, let go at
- * once; one that no try takes during the whole window is released with
- * pthread_spin_unlock(), which writes the free value of this libc.  The
- * window is far longer than the provider ever holds the lock (a command's
- * few stores): only a holder that will never run again holds it that long.
+ * A lock is only read and, when released, written: never taken.  Its free
+ * value is this libc's (what pthread_spin_init() leaves: 0 in glibc's
+ * generic code, 1 on x86), and a lock whose word shows that value at any
+ * read during the whole window is left alone; one that never does is set
+ * to it.  Reading, not trying, keeps the sampling out of the way of the
+ * provider's own lockers, and out of a race detector's books, which
+ * cannot know that a lock a dead process held is free.  The window is far
+ * longer than the provider ever holds the lock (a command's few stores):
+ * only a holder that will never run again holds it that long.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -49,9 +53,21 @@ static long hdr_pid(const struct npx_shm_mapping *m)
 	return *(const volatile int *)(m->lo + HDR_PID);
 }
 
-static pthread_spinlock_t *hdr_lock(const struct npx_shm_mapping *m)
+/* pthread_spinlock_t is a volatile int in glibc on every architecture. */
+_Static_assert(sizeof(pthread_spinlock_t) == sizeof(int), "a spinlock is one int");
+
+static int *hdr_lock(const struct npx_shm_mapping *m)
 {
-	return (pthread_spinlock_t *)(m->lo + HDR_LOCK);
+	return (int *)(m->lo + HDR_LOCK);
+}
+
+/* The word of a free lock, as this libc's pthread_spin_init() writes it. */
+static int free_lock_word(void)
+{
+	pthread_spinlock_t l;
+
+	pthread_spin_init(&l, PTHREAD_PROCESS_SHARED);
+	return (int)l;
 }
 
 /* The header of a region mapped from its start, owned by the pid in its name. */
@@ -70,15 +86,6 @@ static int layout_version(const struct npx_shm_mapping *m, unsigned int n)
 	return -1;
 }
 
-/* Taken at this try: free (let go at once). */
-static bool lock_free_now(pthread_spinlock_t *lock)
-{
-	if (pthread_spin_trylock(lock))
-		return false;
-	pthread_spin_unlock(lock);
-	return true;
-}
-
 NPROXY_API uint32_t nproxy_net_shm_break_dead_locks(uint32_t hold_ms)
 {
 	static struct npx_shm_mapping m[LOCKS_MAX_REGIONS];
@@ -87,8 +94,8 @@ NPROXY_API uint32_t nproxy_net_shm_break_dead_locks(uint32_t hold_ms)
 	const struct timespec nap = { 0, 1000000 };
 	uint64_t on, bytes, end;
 	uint32_t released = 0, left = 0;
+	int version, free_word = free_lock_word();
 	unsigned int n;
-	int version;
 
 	npx_env_u64("NPROXY_SHM_BREAK_LOCKS", 1, 0, 1, &on);
 	if (!on)
@@ -105,14 +112,15 @@ NPROXY_API uint32_t nproxy_net_shm_break_dead_locks(uint32_t hold_ms)
 	}
 	for (unsigned int i = 0; i < n; i++) {
 		held[i] = hdr_plausible(&m[i]) && hdr_version(&m[i]) == version &&
-			  !lock_free_now(hdr_lock(&m[i]));
+			  __atomic_load_n(hdr_lock(&m[i]), __ATOMIC_ACQUIRE) != free_word;
 		left += held[i];
 	}
 	end = npx_now_ms() + (hold_ms ? hold_ms : LOCKS_HOLD_MS_DEFAULT);
 	while (left && (uint64_t)npx_now_ms() < end) {
 		nanosleep(&nap, NULL);
 		for (unsigned int i = 0; i < n; i++)
-			if (held[i] && lock_free_now(hdr_lock(&m[i]))) {
+			if (held[i] &&
+			    __atomic_load_n(hdr_lock(&m[i]), __ATOMIC_ACQUIRE) == free_word) {
 				held[i] = false;
 				left--;
 			}
@@ -120,7 +128,7 @@ NPROXY_API uint32_t nproxy_net_shm_break_dead_locks(uint32_t hold_ms)
 	for (unsigned int i = 0; i < n; i++) {
 		if (!held[i])
 			continue;
-		pthread_spin_unlock(hdr_lock(&m[i]));
+		__atomic_store_n(hdr_lock(&m[i]), free_word, __ATOMIC_RELEASE);
 		released++;
 		nproxy_log(NPROXY_LOG_WARN,
 			   "shm region of pid %ld: its lock stayed held for %u ms after a local peer died: released",
