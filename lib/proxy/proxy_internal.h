@@ -219,6 +219,8 @@ struct proxy_queue {
 	 */
 	uint64_t driven_until_ns;
 	uint32_t drive_epoch;		/* drives begun (atomic): tells one long drive from many */
+	/* When a driver's tick in progress began (npx_now_ns(), atomic; 0 between ticks). */
+	uint64_t drive_tick_since_ns;
 	enum proxy_caller_drives caller_drives;
 
 	pthread_mutex_t state_mtx;
@@ -326,6 +328,14 @@ bool npx_proxy_queue_caller_drives(const struct proxy_queue *q,
 #define PROXY_AUTO_DRIVE_MAX_RANKS	2u
 #define PROXY_AUTO_DRIVE_MAX_REDUCE	(64u * 1024)
 bool npx_proxy_auto_drives(uint32_t n_ranks, uint64_t reduce_bytes, uint32_t comms_open);
+/*
+ * Called by a group's worker, holding no lock, when a thread that drives
+ * the group has been inside one tick for PROXY_STALL_NS: once per such
+ * tick.  A tick never blocks, so one that long is stuck inside an engine
+ * (a dead peer's shm lock: lib/rank sets the hook that releases those).
+ * NULL: nothing is done.  Set once per process, before the first drive.
+ */
+void npx_proxy_set_stall_hook(void (*hook)(void));
 /* Comms open in this process (nproxy_comm_open() minus nproxy_comm_close()). */
 uint32_t npx_proxy_comms_open(void);
 /*

@@ -65,6 +65,10 @@
  * after at most this long.
  */
 #define PROXY_DRIVE_GRACE_NS	1000000ull
+/* A driver's tick this long is stuck (npx_proxy_set_stall_hook). */
+#define PROXY_STALL_NS		1000000000ull
+/* The worker parked under a drive looks at its tick at least this often. */
+#define PROXY_STALL_LOOK_NS	(PROXY_STALL_NS / 2)
 
 enum nproxy_idle_policy npx_proxy_idle_policy_from_env(void)
 {
@@ -357,6 +361,49 @@ static void take_incoming(struct proxy_queue *q)
 	q->queue_tail = last;
 }
 
+static void (*stall_hook)(void);
+
+void npx_proxy_set_stall_hook(void (*hook)(void))
+{
+	__atomic_store_n(&stall_hook, hook, __ATOMIC_RELEASE);
+}
+
+/* A driver inside one tick for PROXY_STALL_NS: the hook, once per such tick. */
+static void look_for_stalled_drive(struct proxy_queue *q, uint64_t *seen_since)
+{
+	uint64_t since = __atomic_load_n(&q->drive_tick_since_ns, __ATOMIC_ACQUIRE);
+	void (*hook)(void) = __atomic_load_n(&stall_hook, __ATOMIC_ACQUIRE);
+
+	if (!hook || !since || since == *seen_since || npx_now_ns() - since < PROXY_STALL_NS)
+		return;
+	*seen_since = since;
+	nproxy_log(NPROXY_LOG_WARN, "proxy group %u: a waiting thread has been inside one step for %llu ms: looking for a dead peer's locks",
+		   q->gid, (unsigned long long)((npx_now_ns() - since) / 1000000));
+	hook();
+}
+
+/*
+ * The worker takes mtx back after a wait.  A driver holds it for the whole
+ * of its step, so while the worker waits for it, it looks every
+ * PROXY_STALL_LOOK_NS at whether that step is stuck.  (Not announced as a
+ * lock waiter: a driver does not let go for the worker.)
+ */
+static void worker_relock(struct proxy_queue *q)
+{
+	uint64_t seen_since = 0;
+	struct timespec until;
+
+	while (pthread_mutex_trylock(&q->mtx)) {
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += PROXY_STALL_LOOK_NS % 1000000000ull;
+		until.tv_sec += PROXY_STALL_LOOK_NS / 1000000000ull + until.tv_nsec / 1000000000;
+		until.tv_nsec %= 1000000000;
+		if (!pthread_mutex_timedlock(&q->mtx, &until))
+			return;
+		look_for_stalled_drive(q, &seen_since);
+	}
+}
+
 /*
  * True quiescence: the reference runtime's cv.wait, on q->wake.  seen was
  * read before the tick that found nothing to do, so an append (which
@@ -366,7 +413,7 @@ static void quiescent_wait(struct proxy_queue *q, uint32_t seen)
 {
 	pthread_mutex_unlock(&q->mtx);
 	wake_wait(&q->wake, seen, CV_SAFETY_TIMEOUT_S * 1000000000ull);
-	pthread_mutex_lock(&q->mtx);
+	worker_relock(q);
 }
 
 /* What one tick saw. */
@@ -520,7 +567,7 @@ static uint64_t driven_for_ns(struct proxy_queue *q)
 static void worker_park_while_driven(struct proxy_queue *q)
 {
 	uint32_t epoch = __atomic_load_n(&q->drive_epoch, __ATOMIC_SEQ_CST);
-	uint64_t park_ns = PROXY_DRIVE_GRACE_NS;
+	uint64_t park_ns = PROXY_DRIVE_GRACE_NS, seen_since = 0;
 
 	pthread_mutex_unlock(&q->mtx);
 	while (!__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE)) {
@@ -539,14 +586,15 @@ static void worker_park_while_driven(struct proxy_queue *q)
 		 */
 		if (__atomic_load_n(&q->drivers, __ATOMIC_SEQ_CST) &&
 		    __atomic_load_n(&q->drive_epoch, __ATOMIC_SEQ_CST) == epoch) {
-			if (park_ns < CV_SAFETY_TIMEOUT_S * 1000000000ull)
+			if (park_ns < PROXY_STALL_LOOK_NS)
 				park_ns *= 2;
+			look_for_stalled_drive(q, &seen_since);
 		} else {
 			park_ns = PROXY_DRIVE_GRACE_NS;
 			epoch = __atomic_load_n(&q->drive_epoch, __ATOMIC_SEQ_CST);
 		}
 	}
-	pthread_mutex_lock(&q->mtx);
+	worker_relock(q);
 }
 
 /* The reference runtime's enc_proxy_queue::process. */
@@ -590,7 +638,7 @@ static void queue_process(struct proxy_queue *q)
 		/* nproxy_comm_close/destroy wait for mtx: let them in before re-ticking. */
 		while (__atomic_load_n(&q->lock_waiters, __ATOMIC_RELAXED))
 			sched_yield();
-		pthread_mutex_lock(&q->mtx);
+		worker_relock(q);
 	}
 	pthread_mutex_unlock(&q->mtx);
 }
@@ -644,7 +692,9 @@ void npx_proxy_queue_drive(struct proxy_queue *q, const struct proxy_task_status
 			if (now - done_ns >= q->spin_ns || !op_sibling_active(q, st))
 				break;
 		}
+		__atomic_store_n(&q->drive_tick_since_ns, npx_now_ns(), __ATOMIC_RELEASE);
 		idle = queue_tick(q, &c, true) && !q->queue_head;
+		__atomic_store_n(&q->drive_tick_since_ns, 0, __ATOMIC_RELAXED);
 		/* Another driver parked in idle_wait may wait for what this tick finished. */
 		if (c.done && __atomic_load_n(&q->drivers, __ATOMIC_RELAXED) > 1)
 			wake_signal(&q->wake);

@@ -22,6 +22,7 @@
 #include <nproxy/proxy.h>
 #include <nproxy/rank.h>
 #include "common/common_internal.h"
+#include "proxy/proxy_internal.h"
 #include "rank_internal.h"
 
 
@@ -283,6 +284,18 @@ static enum nproxy_idle_policy choose_idle_policy(const struct nproxy_rank *r,
 	return NPROXY_IDLE_DEFAULT;
 }
 
+/*
+ * A thread that drives its op inside libfabric for a second is stuck there
+ * (the worker notices: npx_proxy_set_stall_hook()).  With shm that is a
+ * lock a dead local peer held, and the stuck thread is the one that would
+ * have asked the bus: release what stayed held (only a lock held all
+ * through the window is touched, so a slow step loses nothing).
+ */
+static void drive_stalled(void)
+{
+	nproxy_net_shm_break_dead_locks(0);
+}
+
 /* Step 4: the comm over the engine, its host barrier and the region. */
 static enum nproxy_status open_comm(struct nproxy_rank *r, const struct nproxy_rank_opts *o)
 {
@@ -299,6 +312,7 @@ static enum nproxy_status open_comm(struct nproxy_rank *r, const struct nproxy_r
 	nproxy_net_seam(r->net, &co.seam);
 	nproxy_net_host_barrier(r->net, &co.barrier);
 	co.timeout_ms = o->wait_timeout_ms;
+	npx_proxy_set_stall_hook(drive_stalled);
 	st = nproxy_comm_open(&co, &r->comm);
 	if (st != NPROXY_SUCCESS)
 		return rank_fail(r, st, "proxy comm (device %u, idle policy %d): %s",

@@ -498,6 +498,81 @@ TEST(a_driver_of_a_moving_op_lets_a_lock_waiter_in)
 	drives(NULL);
 }
 
+/* ---- a driver stuck inside one step: the stall hook ---- */
+
+/* A seam whose first step takes stall_ms, then the block is done. */
+static uint32_t stall_ms;
+static uint32_t stall_steps;
+static uint32_t stall_hook_calls;
+static uint64_t stall_hook_ns;
+
+static enum nproxy_status stall_progress(void *e, uint32_t s, uint32_t bb, bool *idle,
+					 bool *block_done, bool *done)
+{
+	if (__atomic_fetch_add(&stall_steps, 1, __ATOMIC_RELAXED) == 0)
+		sleep_ms(stall_ms);
+	*idle = false;
+	*block_done = *done = true;
+	return NPROXY_SUCCESS;
+}
+
+static const struct nproxy_seam_ops stall_ops = {
+	.name = "stall", .start = busy_start, .progress = stall_progress, .stop = busy_stop,
+};
+
+static void stall_hook(void)
+{
+	if (__atomic_add_fetch(&stall_hook_calls, 1, __ATOMIC_RELAXED) == 1)
+		__atomic_store_n(&stall_hook_ns, now_ns(), __ATOMIC_RELAXED);
+}
+
+/* Drive one op whose first step takes ms; the hook's calls. */
+static uint32_t drive_a_step_of(struct __test_metadata *_metadata, uint32_t ms,
+				uint64_t *hook_after_ms)
+{
+	struct nproxy_comm_opts o = comm_opts(0, 1, 0, 1, 0, NULL);
+	struct nproxy_cc_op op = NPROXY_CC_OP_INIT;
+	struct nproxy_fifo_set blocks = { 0 };
+	uint32_t word = 1;
+	struct nproxy_comm *c;
+	uint64_t ctx, t0;
+
+	stall_ms = ms;
+	stall_steps = stall_hook_calls = 0;
+	stall_hook_ns = 0;
+	drives("always");
+	npx_proxy_set_stall_hook(stall_hook);
+	o.seam.ops = &stall_ops;
+	if (nproxy_comm_open(&o, &c) != NPROXY_SUCCESS)
+		return UINT32_MAX;
+	op.streams_n = 1;
+	op.streams[0].blocks = &blocks;
+	op.streams[0].n_blocks = 1;
+	op.trigger_words[0] = &word;
+	t0 = now_ns();
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(c, &op, 1, &ctx));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(c, ctx, NPROXY_TASK_NETWORK, 20000));
+	nproxy_comm_close(c);
+	npx_proxy_set_stall_hook(NULL);
+	drives(NULL);
+	*hook_after_ms = stall_hook_ns ? (stall_hook_ns - t0) / 1000000 : 0;
+	return __atomic_load_n(&stall_hook_calls, __ATOMIC_RELAXED);
+}
+
+/*
+ * The worker, parked while a caller drives, calls the stall hook once when
+ * the driver has been inside one step for a second (a thread stuck inside
+ * an engine cannot ask for help itself), and never for a step shorter.
+ */
+TEST(a_driver_stuck_in_a_step_for_a_second_calls_the_stall_hook_once)
+{
+	uint64_t after_ms;
+
+	EXPECT_EQ(1u, drive_a_step_of(_metadata, 2500, &after_ms));
+	EXPECT_LE(1000u, after_ms);
+	EXPECT_EQ(0u, drive_a_step_of(_metadata, 300, &after_ms));
+}
+
 /* The queue's answer for an op that auto would drive (a 1- or 2-rank op
  * without reductions, alone in the process): never says no, always yes. */
 static bool queue_drives(const char *mode)
