@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <rdma/fabric.h>
 #include <nproxy/bananaphone.h>
@@ -462,6 +463,9 @@ static enum nproxy_status report_bus_death(struct nproxy_rank *r)
 	return NPROXY_PEER_DEAD;
 }
 
+/* settle_engine()'s polls, 1 ms apart. */
+#define RANK_SETTLE_POLLS	10
+
 /* Once per rank, after its bus saw a death (nproxy_net_shm_break_dead_locks). */
 static void free_dead_locks(struct nproxy_rank *r)
 {
@@ -469,6 +473,28 @@ static void free_dead_locks(struct nproxy_rank *r)
 		return;
 	r->dead_locks_freed = true;
 	nproxy_net_shm_break_dead_locks(0);
+}
+
+/*
+ * The bus saw a death and no abort named a cause yet.  A local peer that
+ * died inside the shm provider may hold a lock this process's worker spins
+ * on while it holds the engine's, and nproxy_net_poll() passes while
+ * another thread is inside the engine: release those locks, then poll a
+ * few times, 1 ms apart, so an abort already on its way names the cause.
+ */
+static enum nproxy_status settle_engine(struct nproxy_rank *r)
+{
+	const struct timespec ms = { 0, 1000000 };
+	enum nproxy_status nst = NPROXY_SUCCESS;
+
+	free_dead_locks(r);
+	for (int i = 0; i < RANK_SETTLE_POLLS && nst == NPROXY_SUCCESS; i++) {
+		nst = nproxy_net_poll(r->net);
+		if (*nproxy_net_abort_reason(r->net))
+			break;
+		nanosleep(&ms, NULL);
+	}
+	return nst;
 }
 
 enum nproxy_status nproxy_rank_check(struct nproxy_rank *r)
@@ -480,20 +506,16 @@ enum nproxy_status nproxy_rank_check(struct nproxy_rank *r)
 	if (!r)
 		return NPROXY_INVALID;
 	/*
-	 * The bus first: a local peer that died inside the shm provider may
-	 * hold a lock this process's worker spins on while it holds the
-	 * engine's, so the engine is polled only after those are released.
-	 * Both are looked at before either is believed: a local rank that just
-	 * left because another host's abort reached it looks dead to its bus,
-	 * and the abort (usually in this rank's queue by then too) names the
-	 * cause.
+	 * The engine first: a local rank that just left because another
+	 * host's abort reached it looks dead to its bus, and the abort
+	 * (usually in this rank's queue by then too) names the cause.
 	 */
-	if (r->bp)
-		st = nproxy_bp_check(r->bp);
-	if (st == NPROXY_PEER_DEAD)
-		free_dead_locks(r);
 	if (r->net)
 		nst = nproxy_net_poll(r->net);
+	if (r->bp)
+		st = nproxy_bp_check(r->bp);
+	if (st == NPROXY_PEER_DEAD && r->net && !*nproxy_net_abort_reason(r->net))
+		nst = settle_engine(r);
 	if (st == NPROXY_PEER_DEAD && !(r->net && *nproxy_net_abort_reason(r->net)))
 		report_bus_death(r);
 	if (st == NPROXY_SUCCESS)
