@@ -362,12 +362,22 @@ static enum nproxy_status input_at(struct nproxy_coll *c, const struct nproxy_co
 	return npx_coll_mr(c, d->sendbuf, len, in);
 }
 
+/* Recursive doubling's steps: log2 of the rank count (rounded up). */
+static uint32_t doubling_steps(const struct nproxy_coll *c)
+{
+	uint32_t steps = 0;
+
+	for (uint32_t dist = 1; dist < c->n_ranks; dist <<= 1)
+		steps++;
+	return steps;
+}
+
 /* The allgather's registrations and ops: recursive doubling or the ring. */
 static enum nproxy_status add_allgather(struct builder *b, const struct nproxy_coll_desc *d,
 					size_t esize, uint64_t recv_base, uint64_t *recv_final)
 {
 	struct nproxy_coll *c = b->c;
-	uint64_t part = d->count * esize, steps = 0;
+	uint64_t part = d->count * esize, steps;
 	struct nproxy_net_addr out, in;
 	enum nproxy_status st;
 
@@ -377,8 +387,7 @@ static enum nproxy_status add_allgather(struct builder *b, const struct nproxy_c
 	if (st != NPROXY_SUCCESS)
 		return st;
 	if (coll_allgather_doubles(c, part)) {
-		for (uint32_t dist = 1; dist < c->n_ranks; dist <<= 1)
-			steps++;
+		steps = doubling_steps(c);
 		build_allgather_doubling(b, out, in, part, recv_base);
 	} else {
 		steps = c->n_ranks - 1;
@@ -411,11 +420,9 @@ enum nproxy_status npx_coll_build(struct nproxy_coll *c, const struct nproxy_col
 		break;
 	case NPROXY_COLL_ALLREDUCE: {
 		struct split sp = { .per = (d->count + W - 1) / W, .count = d->count, .esize = esize };
-		uint64_t bytes = total * esize, steps = 0;
+		uint64_t bytes = total * esize, steps = doubling_steps(c);
 
 		if (coll_use_doubling(c, d, bytes)) {
-			for (uint32_t dist = 1; dist < W; dist <<= 1)
-				steps++;
 			st = scratch_for(c, (size_t)(steps * bytes));
 			if (st == NPROXY_SUCCESS)
 				st = npx_coll_mr(c, d->recvbuf, bytes, &out);
