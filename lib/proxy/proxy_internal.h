@@ -221,6 +221,13 @@ struct proxy_queue {
 	uint32_t drive_epoch;		/* drives begun (atomic): tells one long drive from many */
 	/* When a driver's tick in progress began (npx_now_ns(), atomic; 0 between ticks). */
 	uint64_t drive_tick_since_ns;
+	/*
+	 * ADAPTIVE: until then (npx_now_ns(), atomic) drivers spin without
+	 * yielding, because a driver's yield lost a time slice (another
+	 * process wants this cpu).  Kept here, not per drive: each op is a
+	 * new drive, and one that learnt it afresh lost a slice per op.
+	 */
+	uint64_t drive_no_yield_until_ns;
 	enum proxy_caller_drives caller_drives;
 
 	pthread_mutex_t state_mtx;

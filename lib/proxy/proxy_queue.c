@@ -671,6 +671,7 @@ void npx_proxy_queue_drive(struct proxy_queue *q, const struct proxy_task_status
 	struct idle_state is = { 0, 0, 0, IDLE_SLACK_UNTOUCHED };
 	uint64_t start = npx_now_ns(), done_ns = 0;
 
+	is.no_yield_until_ns = __atomic_load_n(&q->drive_no_yield_until_ns, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&q->drive_epoch, 1, __ATOMIC_SEQ_CST);
 	__atomic_add_fetch(&q->drivers, 1, __ATOMIC_SEQ_CST);
 	npx_proxy_queue_lock(q);
@@ -714,6 +715,8 @@ void npx_proxy_queue_drive(struct proxy_queue *q, const struct proxy_task_status
 			sched_yield();
 		npx_proxy_queue_lock(q);
 	}
+	if (is.no_yield_until_ns > __atomic_load_n(&q->drive_no_yield_until_ns, __ATOMIC_RELAXED))
+		__atomic_store_n(&q->drive_no_yield_until_ns, is.no_yield_until_ns, __ATOMIC_RELAXED);
 	/* Before the decrement: the worker that sees no driver sees the grace. */
 	__atomic_store_n(&q->driven_until_ns, npx_now_ns() + PROXY_DRIVE_GRACE_NS,
 			 __ATOMIC_SEQ_CST);

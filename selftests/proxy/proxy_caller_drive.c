@@ -18,6 +18,29 @@
 /* ---- the recording seam: wraps a loopback rank ---- */
 #define REC_MAX_TIDS 8
 
+/*
+ * The library's sched_yield() comes here.  Counted per thread, outside the
+ * seam's own yield; with yield_loses set, a yield returns after 300 us,
+ * as when another process took the cpu for a time slice.
+ */
+static __thread bool in_seam;
+static int yield_count_tid;
+static uint64_t yields_counted;
+static bool yield_loses;
+
+int sched_yield(void)
+{
+	if (!in_seam && (int)gettid() == __atomic_load_n(&yield_count_tid, __ATOMIC_RELAXED))
+		__atomic_add_fetch(&yields_counted, 1, __ATOMIC_RELAXED);
+	if (!in_seam && __atomic_load_n(&yield_loses, __ATOMIC_RELAXED)) {
+		const struct timespec slice = { 0, 300000 };
+
+		nanosleep(&slice, NULL);
+		return 0;
+	}
+	return (int)syscall(SYS_sched_yield);
+}
+
 struct rec_seam {
 	struct nproxy_seam inner;
 	int *inside;		/* shared by the engines of one group */
@@ -83,8 +106,10 @@ static enum nproxy_status rec_progress(void *e, uint32_t s, uint32_t bb, bool *i
 	rec_note_tid(r);
 	__atomic_add_fetch(&r->calls, 1, __ATOMIC_RELAXED);
 	/* Widen the window a second stepper would have to hit. */
+	in_seam = true;
 	sched_yield();
 	st = r->inner.ops->progress(r->inner.engine, s, bb, idle, block_done, done);
+	in_seam = false;
 	__atomic_sub_fetch(r->inside, 1, __ATOMIC_SEQ_CST);
 	return st;
 }
@@ -102,6 +127,9 @@ static const struct nproxy_seam_ops rec_ops = {
 	.progress = rec_progress,
 	.stop = rec_stop,
 };
+
+/* pair_open()'s idle policy. */
+static enum nproxy_idle_policy pair_policy = NPROXY_IDLE_YIELD;
 
 /* Two loopback ranks exchanging 64 bytes; rank i on device dev[i] (ranks_per_proxy rpp). */
 struct pair {
@@ -130,6 +158,7 @@ static int pair_open(struct pair *p, uint32_t dev0, uint32_t dev1, uint32_t rpp)
 		p->rec[i].overlaps = &p->overlaps;
 		pthread_mutex_init(&p->rec[i].tid_lock, NULL);
 		o = comm_opts(i, 2, dev[i], rpp, 0, p->r[i].lb);
+		o.idle_policy = pair_policy;
 		o.seam.ops = &rec_ops;
 		o.seam.engine = &p->rec[i];
 		if (nproxy_comm_open(&o, &p->c[i]))
@@ -191,6 +220,7 @@ struct rank_loop {
 	int i;
 	int tid;
 	int failures;
+	uint64_t exec_id;	/* late_peer_main's op; 0: 1 */
 };
 
 static void *rank_loop_main(void *arg)
@@ -318,22 +348,23 @@ static void *late_peer_main(void *arg)
 	uint64_t ctx;
 
 	sleep_ms(50);
-	if (pair_enq(l->p, l->i, 1, &ctx) ||
+	if (pair_enq(l->p, l->i, l->exec_id ? l->exec_id : 1, &ctx) ||
 	    nproxy_wait_status(l->p->c[l->i], ctx, NPROXY_TASK_NETWORK, 20000) ||
 	    nproxy_wait_status(l->p->c[l->i], ctx, NPROXY_TASK_BARRIER, 20000))
 		l->failures++;
 	return NULL;
 }
 
-/* One op with a late peer; returns whether this (waiting) thread called progress(). */
-static int wait_with_late_peer(struct __test_metadata *_metadata, struct pair *p)
+/* Op exec_id with a late peer; returns whether this (waiting) thread called progress(). */
+static int wait_with_late_peer_op(struct __test_metadata *_metadata, struct pair *p,
+				  uint64_t exec_id)
 {
-	struct rank_loop l = { .p = p, .i = 1 };
+	struct rank_loop l = { .p = p, .i = 1, .exec_id = exec_id };
 	uint64_t ctx0;
 	pthread_t th;
 	int me = (int)gettid();
 
-	EXPECT_ST(NPROXY_SUCCESS, pair_enq(p, 0, 1, &ctx0));
+	EXPECT_ST(NPROXY_SUCCESS, pair_enq(p, 0, exec_id, &ctx0));
 	EXPECT_EQ(0, pthread_create(&th, NULL, late_peer_main, &l));
 	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(p->c[0], ctx0, NPROXY_TASK_NETWORK, 20000));
 	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(p->c[0], ctx0, NPROXY_TASK_BARRIER, 20000));
@@ -342,6 +373,11 @@ static int wait_with_late_peer(struct __test_metadata *_metadata, struct pair *p
 	EXPECT_TRUE(lb_rank_got(&p->r[0], 1, 64));
 	EXPECT_GT(__atomic_load_n(&p->rec[0].calls, __ATOMIC_RELAXED), 1u);
 	return rec_saw_tid(&p->rec[0], me);
+}
+
+static int wait_with_late_peer(struct __test_metadata *_metadata, struct pair *p)
+{
+	return wait_with_late_peer_op(_metadata, p, 1);
 }
 
 TEST(never_leaves_every_step_to_the_worker)
@@ -366,6 +402,35 @@ TEST(always_makes_the_waiting_thread_step)
 	ASSERT_EQ(0, pair_open(&p, 0, 1, 1));
 	EXPECT_TRUE(wait_with_late_peer(_metadata, &p));
 	EXPECT_EQ(0, __atomic_load_n(&p.overlaps, __ATOMIC_SEQ_CST));
+	pair_close(&p);
+	drives(NULL);
+}
+
+/*
+ * A driver's yield that lost a time slice (another process wanted the
+ * cpu) makes drivers spin without yielding for a while.  That is the
+ * group's memory, not one wait's: each op is a new wait, and one that
+ * learnt it afresh handed the other process a slice per op (2 ranks,
+ * 1 KiB allreduce beside a starting process: ~1 ms per op, not ~6 us).
+ */
+TEST(a_yield_that_lost_a_slice_is_remembered_by_the_next_op)
+{
+	struct pair p;
+
+	drives("always");
+	pair_policy = NPROXY_IDLE_ADAPTIVE;
+	ASSERT_EQ(0, pair_open(&p, 0, 1, 1));
+	pair_policy = NPROXY_IDLE_YIELD;
+	__atomic_store_n(&yield_count_tid, (int)gettid(), __ATOMIC_RELAXED);
+	__atomic_store_n(&yield_loses, true, __ATOMIC_RELAXED);
+	EXPECT_TRUE(wait_with_late_peer_op(_metadata, &p, 1));
+	__atomic_store_n(&yield_loses, false, __ATOMIC_RELAXED);
+	/* The first op's driver yielded in its spin window, and lost. */
+	EXPECT_GT(__atomic_exchange_n(&yields_counted, 0, __ATOMIC_RELAXED), 0u);
+	EXPECT_TRUE(wait_with_late_peer_op(_metadata, &p, 2));
+	/* The second op's driver waited as long, without a yield. */
+	EXPECT_EQ(0u, __atomic_load_n(&yields_counted, __ATOMIC_RELAXED));
+	__atomic_store_n(&yield_count_tid, 0, __ATOMIC_RELAXED);
 	pair_close(&p);
 	drives(NULL);
 }
