@@ -260,6 +260,38 @@ static int a_fake_of_the_same_layout_is_released(void)
 	return rc;
 }
 
+/*
+ * Calls in turn: the second runs too (the calls are serialised, and one
+ * that kept the serialising lock would hang the next), and releases a lock
+ * held again since the first.
+ */
+static int calls_in_turn_each_do_their_work(void)
+{
+	struct nproxy_net *net = open_single();
+	char *region, *p;
+	int rc = 0;
+
+	if (!net)
+		return 1;
+	region = own_region();
+	if (!region)
+		return 2;
+	p = fake_region(903, false, (uint8_t)region[0]);
+	if (!p)
+		return 3;
+	if (nproxy_net_shm_break_dead_locks(20) != 1)
+		rc = 4;
+	else if (!hold(lock_of(p)))
+		rc = 5;
+	else if (nproxy_net_shm_break_dead_locks(20) != 1)
+		rc = 6;
+	else if (!lock_free(lock_of(p)))
+		rc = 7;
+	fake_done(p, 903);
+	nproxy_net_close(net);
+	return rc;
+}
+
 /* NPROXY_SHM_BREAK_LOCKS=0: a lock held for good stays held. */
 static int off_touches_nothing(void)
 {
@@ -305,6 +337,11 @@ TEST(a_header_of_another_version_is_untouched)
 TEST(a_header_of_the_vouched_layout_is_released)
 {
 	ASSERT_EQ(0, in_child(a_fake_of_the_same_layout_is_released));
+}
+
+TEST(a_second_call_runs_and_releases_a_lock_held_again)
+{
+	ASSERT_EQ(0, in_child(calls_in_turn_each_do_their_work));
 }
 
 TEST(break_locks_0_leaves_a_held_lock_held)
