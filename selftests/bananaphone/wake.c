@@ -11,7 +11,10 @@
  *    rank that arrives last at a barrier: with the last rank of three
  *    arriving 2 ms late, most futex sleeps of ranks 0 and 1 end with a
  *    FUTEX_WAKE.  A rank the waker skips still passes every barrier, a
- *    slice late, so only the counts show it.
+ *    slice late, so only the counts show it;
+ *  - a leader that streams more than a ring's worth to a late reader sleeps
+ *    waiting for room (for any reader), and the reader that frees a slot
+ *    wakes it.
  */
 #include "kselftest_harness.h"
 #include "bp_test.h"
@@ -91,6 +94,54 @@ TEST(leader_and_follower_woken_by_the_last_arrival)
 		EXPECT_LE((uint64_t)arg.rounds / 2, waits) TH_LOG("rank %u", r);
 		EXPECT_LE(waits / 2, woken) TH_LOG("rank %u", r);
 	}
+	munmap((void *)report, 2 * MAX_RANKS * sizeof(uint64_t));
+}
+
+#define STREAM_BLOB	(256u * 1024)	/* 4 rings' worth: the writer waits for room */
+
+/* The leader bcasts STREAM_BLOB `rounds` times; the follower starts each one late. */
+static int stream_rank(uint32_t rank, uint32_t n, void *varg)
+{
+	struct wake_arg *arg = varg;
+	char *blob = rank ? NULL : calloc(1, STREAM_BLOB);
+	struct nproxy_bp *bp;
+
+	setenv("NPROXY_BP_SPIN_US", "0", 1);
+	setenv("NPROXY_BP_YIELDS", "0", 1);
+	BP_T_CHECK(rank || blob, "calloc");
+	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
+	__atomic_store_n(&futex_spy_waits, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&futex_spy_waits_woken, 0, __ATOMIC_RELAXED);
+	for (int i = 0; i < arg->rounds; i++) {
+		size_t len = 0;
+
+		if (rank)
+			bp_t_sleep_ms(LATE_MS);
+		BP_T_CHECK(nproxy_bp_bcast(bp, blob, STREAM_BLOB, NULL, &len, BP_T_TIMEOUT_MS) ==
+			   NPROXY_SUCCESS && len == STREAM_BLOB, "bcast %d: %s", i,
+			   nproxy_bp_strerror(bp));
+	}
+	arg->report[rank * 2] = __atomic_load_n(&futex_spy_waits, __ATOMIC_RELAXED);
+	arg->report[rank * 2 + 1] = __atomic_load_n(&futex_spy_waits_woken, __ATOMIC_RELAXED);
+	bp_t_leave(bp);
+	free(blob);
+	return 0;
+}
+
+TEST(a_writer_waiting_for_room_is_woken_by_the_reader_that_made_it)
+{
+	struct wake_arg arg = { .rounds = 20 };
+	volatile uint64_t *report;
+
+	arg.report = bp_t_shared(2 * MAX_RANKS * sizeof(uint64_t));
+	ASSERT_NE(NULL, arg.report);
+	ASSERT_EQ(0, BP_T_RUN_JOB(&arg, "room", stream_rank, 2, 60000));
+	report = arg.report;
+	fprintf(stderr, "# leader: %llu futex sleeps, %llu ended by a wake\n",
+		(unsigned long long)report[0], (unsigned long long)report[1]);
+	/* The leader sleeps on a full ring in every round; a reader wakes it. */
+	EXPECT_LE((uint64_t)arg.rounds, report[0]);
+	EXPECT_LE(report[0] / 2, report[1]);
 	munmap((void *)report, 2 * MAX_RANKS * sizeof(uint64_t));
 }
 

@@ -236,20 +236,26 @@ static int policy_main(uint32_t i, uint32_t n_forked, void *arg)
 	return got == want ? 0 : 20 + (int)got;
 }
 
+/* As many ranks as cpus and one more: the line is "more ranks than cpus". */
 TEST(the_idle_policy_follows_ranks_per_cpu)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	struct job job = { .n_ranks = cpus > 0 && cpus < RT_MAX_RANKS ? (uint32_t)cpus + 1 : 2 };
+	bool fits = cpus > 1 && cpus < RT_MAX_RANKS;
+	uint32_t sizes[2] = { fits ? (uint32_t)cpus : 2, fits ? (uint32_t)cpus + 1 : 2 };
 	struct nproxy_rank_opts o = rt_opts(NULL, 0, 1);
 	struct nproxy_rank *rk;
 	int codes[RT_MAX_RANKS];
 
 	unsetenv("NPROXY_IDLE_POLICY");
 	unsetenv("NPROXY_ONE_THREAD_PER_CORE");
-	rt_job_id(job.id, sizeof(job.id), "policy");
-	rt_run_forked(job.n_ranks, policy_main, &job, 3 * RT_WAIT_MS, codes);
-	for (uint32_t i = 0; i < job.n_ranks; i++) {
-		EXPECT_EQ(0, codes[i]) TH_LOG("rank %u of %u on %ld cpus", i, job.n_ranks, cpus);
+	for (int k = 0; k < 2; k++) {
+		struct job job = { .n_ranks = sizes[k] };
+
+		rt_job_id(job.id, sizeof(job.id), k ? "policy-more" : "policy-as-many");
+		rt_run_forked(job.n_ranks, policy_main, &job, 3 * RT_WAIT_MS, codes);
+		for (uint32_t i = 0; i < job.n_ranks; i++) {
+			EXPECT_EQ(0, codes[i]) TH_LOG("rank %u of %u on %ld cpus", i, job.n_ranks, cpus);
+		}
 	}
 	/* The caller's choice and the environment win. */
 	o.idle_policy = NPROXY_IDLE_SPIN;
