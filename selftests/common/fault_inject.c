@@ -51,6 +51,27 @@ static struct census census(void)
 	return c;
 }
 
+/*
+ * The census once it holds still (three reads 5 ms apart agree, within
+ * 2 s): right after a call returns, a thread it joined may still be
+ * listed in /proc while the kernel tears it down (a VM under TCG showed
+ * one there after the warm-up, and the sweep's every census "lost" it).
+ */
+static struct census census_steady(void)
+{
+	uint64_t deadline = now_ns() + 2000000000ull;
+	struct census c = census(), d;
+	int same = 0;
+
+	while (same < 3 && now_ns() < deadline) {
+		sleep_ms(5);
+		d = census();
+		same = memcmp(&c, &d, sizeof(c)) ? 0 : same + 1;
+		c = d;
+	}
+	return c;
+}
+
 /* Back to `want` within a bound: an exiting thread may linger a moment. */
 static int census_settles(struct census want, struct census *got)
 {
@@ -168,7 +189,7 @@ static void sweep(struct __test_metadata *_metadata, const char *kind,
 	unsigned int n, i;
 
 	ASSERT_ST(NPROXY_SUCCESS, path());	/* warm-up: what stays for good is not a leak */
-	before = census();
+	before = census_steady();
 	for (n = 1; n <= SWEEP_MAX; n++) {
 		enum nproxy_status st;
 		char spec[32];
