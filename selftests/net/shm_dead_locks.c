@@ -236,8 +236,13 @@ static int another_version_is_untouched(void)
 	return rc;
 }
 
-/* A vouched-for header of this layout is released: the fake above is fair. */
-static int a_fake_of_the_same_layout_is_released(void)
+/*
+ * A vouched-for header of this layout, its lock held, is released by each
+ * of `calls` calls in turn (held again before each after the first): the
+ * fake above is fair, and a second call runs too (the calls are
+ * serialised, and one that kept the serialising lock would hang the next).
+ */
+static int release_vouched_fake(int index, int calls)
 {
 	struct nproxy_net *net = open_single();
 	char *region, *p;
@@ -248,48 +253,30 @@ static int a_fake_of_the_same_layout_is_released(void)
 	region = own_region();
 	if (!region)
 		return 2;
-	p = fake_region(902, false, (uint8_t)region[0]);
+	p = fake_region(index, false, (uint8_t)region[0]);
 	if (!p)
 		return 3;
-	if (nproxy_net_shm_break_dead_locks(20) != 1)
-		rc = 4;
-	else if (!lock_free(lock_of(p)))
-		rc = 5;
-	fake_done(p, 902);
+	for (int i = 0; i < calls && !rc; i++) {
+		if (i && !hold(lock_of(p)))
+			rc = 4;
+		else if (nproxy_net_shm_break_dead_locks(20) != 1)
+			rc = 5;
+		else if (!lock_free(lock_of(p)))
+			rc = 6;
+	}
+	fake_done(p, index);
 	nproxy_net_close(net);
 	return rc;
 }
 
-/*
- * Calls in turn: the second runs too (the calls are serialised, and one
- * that kept the serialising lock would hang the next), and releases a lock
- * held again since the first.
- */
+static int a_fake_of_the_same_layout_is_released(void)
+{
+	return release_vouched_fake(902, 1);
+}
+
 static int calls_in_turn_each_do_their_work(void)
 {
-	struct nproxy_net *net = open_single();
-	char *region, *p;
-	int rc = 0;
-
-	if (!net)
-		return 1;
-	region = own_region();
-	if (!region)
-		return 2;
-	p = fake_region(903, false, (uint8_t)region[0]);
-	if (!p)
-		return 3;
-	if (nproxy_net_shm_break_dead_locks(20) != 1)
-		rc = 4;
-	else if (!hold(lock_of(p)))
-		rc = 5;
-	else if (nproxy_net_shm_break_dead_locks(20) != 1)
-		rc = 6;
-	else if (!lock_free(lock_of(p)))
-		rc = 7;
-	fake_done(p, 903);
-	nproxy_net_close(net);
-	return rc;
+	return release_vouched_fake(903, 2);
 }
 
 /* NPROXY_SHM_BREAK_LOCKS=0: a lock held for good stays held. */
