@@ -5,6 +5,21 @@
  * r + 2^k and waits for r - 2^k.  Split into arrive()/test() so the one
  * proxy worker can drive several ranks' barriers without blocking; test()
  * drives the CQ (manual progress) and the per-barrier deadline.
+ *
+ * The receives are posted one barrier ahead: arriving at barrier s posts
+ * every round's receive of barrier s + 1 (those of s were posted when s - 1
+ * was arrived at, or at open), so no barrier message ever arrives before
+ * its receive.  A peer sends for s + 1 only after its barrier s completed,
+ * which needs this rank's arrival at s.  Why it matters: ofi_rxd (1.17)
+ * loses a message when a receive is posted that matches an unexpected
+ * message from a peer while a longer message from the same peer is
+ * arriving into another posted receive: rxd_progress_unexp_msg() leaves
+ * the peer's current receive id pointing at the unexpected message's
+ * entry, and the rest of the longer message goes there.  Its sender sees
+ * the message acknowledged; its receiver never completes it.  A barrier
+ * receive posted late, while the next op's data from the same peer was
+ * arriving, did exactly that (4 ranks, recursive doubling, 1 hang in 8
+ * runs under ASan).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -16,6 +31,9 @@
 
 #define BAR_MAX_ROUNDS	12	/* 2^12 == NPROXY_NET_MAX_RANKS */
 
+/* Barrier seq's receives and received payloads: slot seq & 1. */
+#define BAR_SLOTS	2
+
 struct net_barrier {
 	uint64_t seq;			/* the barrier in flight (active) or last done */
 	bool active;
@@ -24,10 +42,19 @@ struct net_barrier {
 	int64_t arrived_ms;
 	int64_t moved_ms;		/* arrival, or the last round that completed */
 	struct net_req send[BAR_MAX_ROUNDS];
-	struct net_req recv[BAR_MAX_ROUNDS];
-	uint64_t *payload;		/* [0, R): sent; [R, 2R): received; registered */
+	struct net_req recv[BAR_SLOTS][BAR_MAX_ROUNDS];
+	uint64_t recv_seq[BAR_SLOTS];	/* the barrier each slot's receives are for */
+	/* [0, R): sent; [R + slot * R, ...): received; registered */
+	uint64_t *payload;
 	uint32_t mr;
 };
+
+static uint64_t *recv_payload(struct net_barrier *bar, uint64_t seq, uint32_t k)
+{
+	return &bar->payload[BAR_MAX_ROUNDS * (1 + (seq & 1)) + k];
+}
+
+static enum nproxy_status post_recvs(struct nproxy_net *net, uint64_t seq);
 
 enum nproxy_status npx_net_barrier_init(struct nproxy_net *net)
 {
@@ -39,24 +66,30 @@ enum nproxy_status npx_net_barrier_init(struct nproxy_net *net)
 	while ((1u << bar->rounds) < net->n_ranks)
 		bar->rounds++;
 	/* FI_MR_ALLOCATED: the registered payload is real heap memory. */
-	bar->payload = calloc(2 * BAR_MAX_ROUNDS, sizeof(uint64_t));
+	bar->payload = calloc((1 + BAR_SLOTS) * BAR_MAX_ROUNDS, sizeof(uint64_t));
 	if (!bar->payload) {
 		free(bar);
 		return NPROXY_RESOURCE;
 	}
-	st = npx_net_mr_register_locked(net, bar->payload, 2 * BAR_MAX_ROUNDS * sizeof(uint64_t),
-				    &bar->mr);
+	st = npx_net_mr_register_locked(net, bar->payload,
+					(1 + BAR_SLOTS) * BAR_MAX_ROUNDS * sizeof(uint64_t), &bar->mr);
 	if (st != NPROXY_SUCCESS) {
 		free(bar->payload);
 		free(bar);
 		return st;
 	}
 	for (uint32_t k = 0; k < BAR_MAX_ROUNDS; k++) {
-		bar->send[k].kind = bar->recv[k].kind = NET_REQ_BARRIER;
+		bar->send[k].kind = bar->recv[0][k].kind = bar->recv[1][k].kind = NET_REQ_BARRIER;
 		bar->send[k].is_send = 1;
 	}
 	net->bar = bar;
-	return NPROXY_SUCCESS;
+	/*
+	 * Barrier 1's receives now, before any peer can finish barrier 0 (or,
+	 * on shm, which skips it, arrive at 1).  Barrier 0's are posted by
+	 * npx_net_barrier_connect(), and only a provider that connects runs it.
+	 */
+	bar->recv_seq[1] = 1;
+	return post_recvs(net, 1);
 }
 
 /* Before the endpoint closes: cancel what is still posted. */
@@ -64,9 +97,10 @@ void npx_net_barrier_cancel(struct nproxy_net *net)
 {
 	if (!net->bar)
 		return;
-	for (uint32_t k = 0; k < BAR_MAX_ROUNDS; k++)
-		if (net->bar->recv[k].posted)
-			fi_cancel(&net->ep->fid, &net->bar->recv[k].ctx);
+	for (uint32_t i = 0; i < BAR_SLOTS; i++)
+		for (uint32_t k = 0; k < BAR_MAX_ROUNDS; k++)
+			if (net->bar->recv[i][k].posted)
+				fi_cancel(&net->ep->fid, &net->bar->recv[i][k].ctx);
 }
 
 /* After the endpoint closed: no provider can touch the requests any more. */
@@ -84,26 +118,66 @@ static uint64_t bar_tag(struct nproxy_net *net, uint64_t seq, uint32_t src, uint
 	return net_tag(NET_TAG_BARRIER, net->comm_id, 0, (uint32_t)seq, src, round);
 }
 
-/* Post whatever of round k is not posted yet; -FI_EAGAIN leaves it for the next test(). */
+/*
+ * Hand barrier seq's slot to it: its receives are posted afresh.  The slot
+ * held barrier seq - 2's, all arrived (that barrier completed).
+ */
+static void take_slot(struct net_barrier *bar, uint64_t seq)
+{
+	struct net_req *recv = bar->recv[seq & 1];
+
+	if (bar->recv_seq[seq & 1] == seq)
+		return;
+	bar->recv_seq[seq & 1] = seq;
+	for (uint32_t k = 0; k < bar->rounds; k++)
+		recv[k].done = 0;
+}
+
+/* Post barrier seq's receives not posted yet; -FI_EAGAIN leaves them for the next test(). */
+static enum nproxy_status post_recvs(struct nproxy_net *net, uint64_t seq)
+{
+	struct net_barrier *bar = net->bar;
+	struct net_req *recv = bar->recv[seq & 1];
+	void *desc = net->mrs[bar->mr].desc;
+
+	for (uint32_t k = 0; k < bar->rounds; k++) {
+		uint32_t dist = 1u << k;
+		uint32_t from = (net->rank + net->n_ranks - dist % net->n_ranks) % net->n_ranks;
+		ssize_t rc;
+
+		if (recv[k].posted || recv[k].done)
+			continue;
+		recv[k].peer = from;
+		rc = fi_trecv(net->ep, recv_payload(bar, seq, k), sizeof(uint64_t), desc,
+			      FI_ADDR_UNSPEC, bar_tag(net, seq, from, k), 0, &recv[k].ctx);
+		if (rc == -FI_EAGAIN)
+			return NPROXY_SUCCESS;
+		if (rc)
+			return npx_net_post_error(net, rc, "host barrier: recv from", from);
+		recv[k].posted = 1;
+	}
+	return NPROXY_SUCCESS;
+}
+
+/*
+ * Post whatever of the active barrier's round k is not posted yet, and the
+ * receives of this barrier and the next; -FI_EAGAIN leaves it for the next
+ * test().
+ */
 static enum nproxy_status post_round(struct nproxy_net *net, uint32_t k)
 {
 	struct net_barrier *bar = net->bar;
 	uint32_t dist = 1u << k;
 	uint32_t to = (net->rank + dist) % net->n_ranks;
-	uint32_t from = (net->rank + net->n_ranks - dist % net->n_ranks) % net->n_ranks;
 	void *desc = net->mrs[bar->mr].desc;
+	enum nproxy_status st;
 	ssize_t rc;
 
-	if (!bar->recv[k].posted && !bar->recv[k].done) {
-		bar->recv[k].peer = from;
-		rc = fi_trecv(net->ep, &bar->payload[BAR_MAX_ROUNDS + k], sizeof(uint64_t), desc,
-			      FI_ADDR_UNSPEC, bar_tag(net, bar->seq, from, k), 0, &bar->recv[k].ctx);
-		if (rc == -FI_EAGAIN)
-			return NPROXY_SUCCESS;
-		if (rc)
-			return npx_net_post_error(net, rc, "host barrier: recv from", from);
-		bar->recv[k].posted = 1;
-	}
+	st = post_recvs(net, bar->seq);
+	if (st == NPROXY_SUCCESS)
+		st = post_recvs(net, bar->seq + 1);
+	if (st != NPROXY_SUCCESS)
+		return st;
 	if (!bar->send[k].posted && !bar->send[k].done) {
 		bar->send[k].peer = to;
 		bar->payload[k] = bar->seq;
@@ -143,7 +217,10 @@ static enum nproxy_status bar_arrive(void *ctx, uint64_t seq)
 	bar->active = bar->rounds > 0;
 	net->first_barrier_in = seq == 1 && bar->active;
 	for (uint32_t k = 0; k < bar->rounds; k++)
-		bar->send[k].done = bar->recv[k].done = 0;
+		bar->send[k].done = 0;
+	/* This barrier's receives are posted (some may have arrived): keep them. */
+	take_slot(bar, seq);
+	take_slot(bar, seq + 1);
 	if (bar->active)
 		st = post_round(net, 0);
 out:
@@ -179,13 +256,13 @@ static enum nproxy_status bar_step(struct nproxy_net *net, uint64_t seq, bool *d
 		st = post_round(net, k);
 		/* Both halves of round k must be in the provider's hands before
 		 * round k+1: a send refused with -FI_EAGAIN is retried here. */
-		if (st != NPROXY_SUCCESS || !bar->recv[k].done ||
+		if (st != NPROXY_SUCCESS || !bar->recv[seq & 1][k].done ||
 		    !(bar->send[k].posted || bar->send[k].done))
 			break;
-		if (bar->payload[BAR_MAX_ROUNDS + k] != seq) {
+		if (*recv_payload(bar, seq, k) != seq) {
 			npx_net_set_err(net, "%s %" PRIu64 ": rank %u sent barrier %" PRIu64
-				    " in round %u", what, seq, bar->recv[k].peer,
-				    bar->payload[BAR_MAX_ROUNDS + k], k);
+				    " in round %u", what, seq, bar->recv[seq & 1][k].peer,
+				    *recv_payload(bar, seq, k), k);
 			st = NPROXY_NET_ERROR;
 			break;
 		}
@@ -214,7 +291,7 @@ static enum nproxy_status bar_step(struct nproxy_net *net, uint64_t seq, bool *d
 		}
 	}
 	wait_round = bar->round < bar->rounds ? bar->round : 0;
-	peer = bar->round < bar->rounds ? bar->recv[wait_round].peer : bar->send[wait_round].peer;
+	peer = bar->round < bar->rounds ? bar->recv[seq & 1][wait_round].peer : bar->send[wait_round].peer;
 	since = bar->arrived_ms;
 	if (limit_ms < 0) {
 		limit_ms = npx_net_peer_limit_ms(net, peer);
@@ -279,7 +356,9 @@ enum nproxy_status npx_net_barrier_connect(struct nproxy_net *net, int limit_ms)
 	bar->arrived_ms = bar->moved_ms = npx_now_ms();
 	bar->active = true;
 	for (uint32_t k = 0; k < bar->rounds; k++)
-		bar->send[k].done = bar->recv[k].done = 0;
+		bar->send[k].done = 0;
+	take_slot(bar, 0);
+	take_slot(bar, 1);
 	st = post_round(net, 0);
 	while (st == NPROXY_SUCCESS && !done) {
 		st = bar_step(net, 0, &done, limit_ms, "connecting to the peers: barrier");
