@@ -463,8 +463,14 @@ static enum nproxy_status report_bus_death(struct nproxy_rank *r)
 	return NPROXY_PEER_DEAD;
 }
 
-/* settle_engine()'s polls, 1 ms apart. */
-#define RANK_SETTLE_POLLS	10
+/*
+ * settle_engine()'s polls, 1 ms apart: how long an abort already on its
+ * way gets to name the cause.  10 ms was once too short (8 ranks on 4
+ * namespace hosts, 2 cpus, nice: a local rank that left on another host's
+ * abort was named the dead rank).  A death with no abort behind it is
+ * reported this much later.
+ */
+#define RANK_SETTLE_POLLS	100
 
 /* Once per rank, after its bus saw a death (nproxy_net_shm_break_dead_locks). */
 static void free_dead_locks(struct nproxy_rank *r)
