@@ -14,7 +14,9 @@
  *    slice late, so only the counts show it;
  *  - a leader that streams more than a ring's worth to a late reader sleeps
  *    waiting for room (for any reader), and the reader that frees a slot
- *    wakes it.
+ *    wakes it;
+ *  - and the other way: a rank that was woken and is busy elsewhere costs
+ *    its peers no FUTEX_WAKE (its "sleeping" word went back to 0).
  */
 #include "kselftest_harness.h"
 #include "bp_test.h"
@@ -142,6 +144,99 @@ TEST(a_writer_waiting_for_room_is_woken_by_the_reader_that_made_it)
 	/* The leader sleeps on a full ring in every round; a reader wakes it. */
 	EXPECT_LE((uint64_t)arg.rounds, report[0]);
 	EXPECT_LE(report[0] / 2, report[1]);
+	munmap((void *)report, 2 * MAX_RANKS * sizeof(uint64_t));
+}
+
+#define AWAKE_ROUNDS	6
+#define AWAKE_NAP_MS	20	/* rank 0 is busy (not on the bus) this long... */
+#define ARRIVE_AFTER_MS	5	/* ...and rank 1 arrives at the next barrier meanwhile */
+#define AWAKE_FLAG	4	/* report[]: the barrier rank 0 arrived at and naps in */
+
+/*
+ * Each round: barrier 2i+1 with rank 1 late (rank 0 sleeps, rank 1's ring
+ * wakes it); then rank 0 arrives at barrier 2i+2 without waiting and naps
+ * off the bus, and rank 1's arrival completes that barrier meanwhile: the
+ * FUTEX_WAKEs of that arrival (the completer rings every sleeper) are
+ * counted.
+ */
+static int barrier_poll(struct nproxy_bp *bp, uint32_t rank, uint64_t seq)
+{
+	uint64_t deadline = bp_t_now_ms() + BP_T_TIMEOUT_MS;
+	bool done = false;
+
+	while (!done && bp_t_now_ms() < deadline) {
+		BP_T_CHECK(nproxy_bp_barrier_test(bp, seq, &done) == NPROXY_SUCCESS, "test: %s",
+			   nproxy_bp_strerror(bp));
+		if (!done)
+			usleep(200);
+	}
+	BP_T_CHECK(done, "barrier %llu not done in %d ms", (unsigned long long)seq, BP_T_TIMEOUT_MS);
+	return 0;
+}
+
+static int awake_rank(uint32_t rank, uint32_t n, void *varg)
+{
+	struct wake_arg *arg = varg;
+	uint64_t wakes = 0;
+	struct nproxy_bp *bp;
+
+	setenv("NPROXY_BP_SPIN_US", "0", 1);
+	setenv("NPROXY_BP_YIELDS", "0", 1);
+	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
+	__atomic_store_n(&futex_spy_waits, 0, __ATOMIC_RELAXED);
+	for (int i = 0; i < AWAKE_ROUNDS; i++) {
+		uint64_t seq, before;
+
+		/* Late for rank 0, which polls barrier 2i for up to a nap longer. */
+		if (rank)
+			bp_t_sleep_ms(LATE_MS + (i ? AWAKE_NAP_MS : 0));
+		BP_T_CHECK(nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier: %s",
+			   nproxy_bp_strerror(bp));
+		seq = nproxy_bp_barrier_next_seq(bp);
+		if (!rank) {
+			BP_T_CHECK(nproxy_bp_barrier_arrive(bp, seq) == NPROXY_SUCCESS, "arrive: %s",
+				   nproxy_bp_strerror(bp));
+			/* Out of every bus wait from here to the poll: say so. */
+			arg->report[AWAKE_FLAG] = seq;
+			bp_t_sleep_ms(AWAKE_NAP_MS);
+			if (barrier_poll(bp, rank, seq))
+				return 1;
+			continue;
+		}
+		/* Rank 0 may be slow to leave its wake-up (a loaded host): wait for it. */
+		for (uint64_t end = bp_t_now_ms() + BP_T_TIMEOUT_MS;
+		     arg->report[AWAKE_FLAG] != seq && bp_t_now_ms() < end;)
+			usleep(100);
+		BP_T_CHECK(arg->report[AWAKE_FLAG] == seq, "rank 0 never reached barrier %llu",
+			   (unsigned long long)seq);
+		bp_t_sleep_ms(ARRIVE_AFTER_MS);
+		before = __atomic_load_n(&futex_spy_wakes, __ATOMIC_RELAXED);
+		BP_T_CHECK(nproxy_bp_barrier_arrive(bp, seq) == NPROXY_SUCCESS, "arrive: %s",
+			   nproxy_bp_strerror(bp));
+		wakes += __atomic_load_n(&futex_spy_wakes, __ATOMIC_RELAXED) - before;
+		if (barrier_poll(bp, rank, seq))
+			return 1;
+	}
+	arg->report[rank * 2] = __atomic_load_n(&futex_spy_waits, __ATOMIC_RELAXED);
+	arg->report[rank * 2 + 1] = wakes;
+	bp_t_leave(bp);
+	return 0;
+}
+
+TEST(a_rank_woken_and_busy_elsewhere_costs_its_peer_no_wake)
+{
+	struct wake_arg arg = { 0 };
+	volatile uint64_t *report;
+
+	arg.report = bp_t_shared(2 * MAX_RANKS * sizeof(uint64_t));
+	ASSERT_NE(NULL, arg.report);
+	ASSERT_EQ(0, BP_T_RUN_JOB(&arg, "awake", awake_rank, 2, 60000));
+	report = arg.report;
+	fprintf(stderr, "# rank 0: %llu futex sleeps; rank 1: %llu FUTEX_WAKEs arriving while rank 0 was busy\n",
+		(unsigned long long)report[0], (unsigned long long)report[3]);
+	/* Rank 0 did sleep (and was woken), so a stale "sleeping" would show. */
+	EXPECT_LE(AWAKE_ROUNDS / 2, report[0]);
+	EXPECT_EQ(0u, report[3]);
 	munmap((void *)report, 2 * MAX_RANKS * sizeof(uint64_t));
 }
 
