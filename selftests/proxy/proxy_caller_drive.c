@@ -565,19 +565,27 @@ TEST(a_driver_of_a_moving_op_lets_a_lock_waiter_in)
 
 /* ---- a driver stuck inside one step: the stall hook ---- */
 
-/* A seam whose first step takes stall_ms, then the block is done. */
+/*
+ * A seam whose first step on the caller's thread takes stall_ms, then the
+ * block is done.  A step on the worker (which may tick the task before
+ * the caller starts driving) moves nothing: the stall under test is a
+ * driver's, which only the parked worker can see.
+ */
 static uint32_t stall_ms;
 static uint32_t stall_steps;
 static uint32_t stall_hook_calls;
 static uint64_t stall_hook_ns;
+static int stall_tid;
 
 static enum nproxy_status stall_progress(void *e, uint32_t s, uint32_t bb, bool *idle,
 					 bool *block_done, bool *done)
 {
+	*idle = (int)gettid() != __atomic_load_n(&stall_tid, __ATOMIC_RELAXED);
+	*block_done = *done = !*idle;
+	if (*idle)
+		return NPROXY_SUCCESS;
 	if (__atomic_fetch_add(&stall_steps, 1, __ATOMIC_RELAXED) == 0)
 		sleep_ms(stall_ms);
-	*idle = false;
-	*block_done = *done = true;
 	return NPROXY_SUCCESS;
 }
 
@@ -603,6 +611,7 @@ static uint32_t drive_a_step_of(struct __test_metadata *_metadata, uint32_t ms,
 	uint64_t ctx, t0;
 
 	stall_ms = ms;
+	stall_tid = (int)gettid();
 	stall_steps = stall_hook_calls = 0;
 	stall_hook_ns = 0;
 	drives("always");
