@@ -1,17 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The host barrier's receives are posted one barrier ahead: arriving at
- * barrier s posts the receives of barrier s + 1, and the open posts those
- * of barrier 1, so no peer's barrier message ever arrives before its
- * receive.  ofi_rxd 1.17 loses the rest of a message that is arriving when
- * a receive is posted for an earlier unexpected message from the same peer
- * (lib/net/net_barrier.c says how); a barrier receive posted late, while
- * the next op's data streamed in, hung 4-rank jobs.
+ * On ofi_rxd endpoints the host barrier's receives are posted one barrier
+ * ahead: arriving at barrier s posts the receives of barrier s + 1, and
+ * the open posts those of barrier 1, so no peer's barrier message ever
+ * arrives before its receive.  ofi_rxd 1.17 loses the rest of a message
+ * that is arriving when a receive is posted for an earlier unexpected
+ * message from the same peer (lib/net/net_barrier.c says how); a barrier
+ * receive posted late, while the next op's data streamed in, hung 4-rank
+ * jobs.
  *
- * Two views: what reaches the provider (every rank's fi_trecv, seen
- * through a wrapped tagged-ops table, on shm), and the loss itself on
- * udp;ofi_rxd: rank 0 arrives at barrier 1 and then sends 1 MiB to rank 1,
- * which arrives at barrier 1 only once that message has begun to land.
+ * Two views, both on udp;ofi_rxd: what reaches the provider (every rank's
+ * fi_trecv, seen through a wrapped tagged-ops table), and the loss itself:
+ * rank 0 arrives at barrier 1 and then sends 1 MiB to rank 1, which
+ * arrives at barrier 1 only once that message has begun to land.
  */
 #include "kselftest_harness.h"
 /* Multi-process tests on a shared 2-CPU box: each test bounds its ranks
@@ -122,9 +123,9 @@ static int posted_ahead_rank(uint32_t rank, void *arg)
 	return bad;
 }
 
-TEST(receives_are_posted_one_barrier_ahead)
+TEST(receives_are_posted_one_barrier_ahead_on_rxd)
 {
-	struct ahead_job job = { .provider = "shm" };
+	struct ahead_job job = { .provider = "udp;ofi_rxd" };
 
 	RING_ASSERT_RANKS_OK(AHEAD_RANKS, posted_ahead_rank, &job, job.root, 60000);
 }
