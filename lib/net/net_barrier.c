@@ -9,8 +9,9 @@
  * On ofi_rxd endpoints the receives are posted one barrier ahead: arriving
  * at barrier s posts every round's receive of barrier s + 1 (those of s
  * were posted when s - 1 was arrived at, or at open), so no barrier
- * message ever arrives before its receive.  A peer sends for s + 1 only after its barrier s completed,
- * which needs this rank's arrival at s.  Why it matters: ofi_rxd (1.17)
+ * message ever arrives before its receive.  A peer sends for s + 1 only
+ * after its barrier s completed, which needs this rank's arrival at s.
+ * Why it matters: ofi_rxd (1.17)
  * loses a message when a receive is posted that matches an unexpected
  * message from a peer while a longer message from the same peer is
  * arriving into another posted receive: rxd_progress_unexp_msg() leaves
@@ -307,7 +308,8 @@ static enum nproxy_status bar_step(struct nproxy_net *net, uint64_t seq, bool *d
 		}
 	}
 	wait_round = bar->round < bar->rounds ? bar->round : 0;
-	peer = bar->round < bar->rounds ? bar->recv[seq & 1][wait_round].peer : bar->send[wait_round].peer;
+	peer = bar->round < bar->rounds ? bar->recv[seq & 1][wait_round].peer :
+					  bar->send[wait_round].peer;
 	since = bar->arrived_ms;
 	if (limit_ms < 0) {
 		limit_ms = npx_net_peer_limit_ms(net, peer);
