@@ -55,16 +55,27 @@ static int wake_rank(uint32_t rank, uint32_t n, void *varg)
 	return 0;
 }
 
+#define REPORT_BYTES	(2 * MAX_RANKS * sizeof(uint64_t))
+
+/* fn on n ranks with a shared report (unmap it with REPORT_BYTES); NULL on failure. */
+static volatile uint64_t *run_report(struct wake_arg *arg, const char *tag, bp_rank_fn fn,
+				     uint32_t n)
+{
+	arg->report = bp_t_shared(REPORT_BYTES);
+	if (!arg->report)
+		return NULL;
+	if (BP_T_RUN_JOB(arg, tag, fn, n, 60000)) {
+		munmap((void *)arg->report, REPORT_BYTES);
+		return NULL;
+	}
+	return arg->report;
+}
+
 /* n ranks, rank `late` late at each of `rounds` barriers; the report, or NULL. */
 static volatile uint64_t *run_wake(struct wake_arg *arg, const char *tag, uint32_t n)
 {
-	arg->report = bp_t_shared(2 * MAX_RANKS * sizeof(uint64_t));
-	if (!arg->report)
+	if (!run_report(arg, tag, wake_rank, n))
 		return NULL;
-	if (BP_T_RUN_JOB(arg, tag, wake_rank, n, 60000)) {
-		munmap((void *)arg->report, 2 * MAX_RANKS * sizeof(uint64_t));
-		return NULL;
-	}
 	for (uint32_t r = 0; r < n; r++)
 		fprintf(stderr, "# rank %u: %llu futex sleeps, %llu ended by a wake\n", r,
 			(unsigned long long)arg->report[2 * r],
@@ -81,7 +92,7 @@ TEST(a_sleeping_rank_is_woken_by_its_peer_not_by_its_timeout)
 	/* Rank 1 sleeps in (nearly) every barrier; most end with rank 0's ring. */
 	EXPECT_GE(report[2], 1u);
 	EXPECT_GE(report[3], 1u);
-	munmap((void *)report, 2 * MAX_RANKS * sizeof(uint64_t));
+	munmap((void *)report, REPORT_BYTES);
 }
 
 TEST(leader_and_follower_woken_by_the_last_arrival)
@@ -96,7 +107,7 @@ TEST(leader_and_follower_woken_by_the_last_arrival)
 		EXPECT_LE((uint64_t)arg.rounds / 2, waits) TH_LOG("rank %u", r);
 		EXPECT_LE(waits / 2, woken) TH_LOG("rank %u", r);
 	}
-	munmap((void *)report, 2 * MAX_RANKS * sizeof(uint64_t));
+	munmap((void *)report, REPORT_BYTES);
 }
 
 #define STREAM_BLOB	(256u * 1024)	/* 4 rings' worth: the writer waits for room */
@@ -133,18 +144,15 @@ static int stream_rank(uint32_t rank, uint32_t n, void *varg)
 TEST(a_writer_waiting_for_room_is_woken_by_the_reader_that_made_it)
 {
 	struct wake_arg arg = { .rounds = 20 };
-	volatile uint64_t *report;
+	volatile uint64_t *report = run_report(&arg, "room", stream_rank, 2);
 
-	arg.report = bp_t_shared(2 * MAX_RANKS * sizeof(uint64_t));
-	ASSERT_NE(NULL, arg.report);
-	ASSERT_EQ(0, BP_T_RUN_JOB(&arg, "room", stream_rank, 2, 60000));
-	report = arg.report;
+	ASSERT_NE(NULL, report);
 	fprintf(stderr, "# leader: %llu futex sleeps, %llu ended by a wake\n",
 		(unsigned long long)report[0], (unsigned long long)report[1]);
 	/* The leader sleeps on a full ring in every round; a reader wakes it. */
 	EXPECT_LE((uint64_t)arg.rounds, report[0]);
 	EXPECT_LE(report[0] / 2, report[1]);
-	munmap((void *)report, 2 * MAX_RANKS * sizeof(uint64_t));
+	munmap((void *)report, REPORT_BYTES);
 }
 
 #define AWAKE_ROUNDS	6
@@ -226,18 +234,15 @@ static int awake_rank(uint32_t rank, uint32_t n, void *varg)
 TEST(a_rank_woken_and_busy_elsewhere_costs_its_peer_no_wake)
 {
 	struct wake_arg arg = { 0 };
-	volatile uint64_t *report;
+	volatile uint64_t *report = run_report(&arg, "awake", awake_rank, 2);
 
-	arg.report = bp_t_shared(2 * MAX_RANKS * sizeof(uint64_t));
-	ASSERT_NE(NULL, arg.report);
-	ASSERT_EQ(0, BP_T_RUN_JOB(&arg, "awake", awake_rank, 2, 60000));
-	report = arg.report;
+	ASSERT_NE(NULL, report);
 	fprintf(stderr, "# rank 0: %llu futex sleeps; rank 1: %llu FUTEX_WAKEs arriving while rank 0 was busy\n",
 		(unsigned long long)report[0], (unsigned long long)report[3]);
 	/* Rank 0 did sleep (and was woken), so a stale "sleeping" would show. */
 	EXPECT_LE(AWAKE_ROUNDS / 2, report[0]);
 	EXPECT_EQ(0u, report[3]);
-	munmap((void *)report, 2 * MAX_RANKS * sizeof(uint64_t));
+	munmap((void *)report, REPORT_BYTES);
 }
 
 TEST_HARNESS_MAIN
