@@ -83,6 +83,7 @@ struct net_block {
 	uint32_t n_done;
 	uint32_t n_inflight;
 	uint32_t first_unposted;	/* scan start */
+	uint32_t first_undone;		/* no op before it is posted: the deadline scan's start */
 	int64_t eagain_since_ms;	/* 0: the last post did not see -FI_EAGAIN */
 	uint32_t eagain_op;		/* the op the provider refused */
 	/*
