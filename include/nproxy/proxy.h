@@ -161,6 +161,13 @@ NPROXY_API void nproxy_comm_close(struct nproxy_comm *comm);
  */
 NPROXY_API void nproxy_comm_abort(struct nproxy_comm *comm);
 /*
+ * Wake the thread that steps comm's group: something a task waits for
+ * changed and nothing else announces it (a host barrier whose test()
+ * answered NPROXY_BUSY, <nproxy/seam.h>).  Cheap when nobody is parked.
+ * NULL is a no-op.
+ */
+NPROXY_API void nproxy_comm_kick(struct nproxy_comm *comm);
+/*
  * Text of this thread's last failed call on comm (enqueue, status, wait),
  * else the comm's last failure on any thread, "" when none;
  * nproxy_comm_strerror(NULL): this thread's last failed nproxy_comm_open().

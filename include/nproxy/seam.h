@@ -208,7 +208,10 @@ struct nproxy_seam {
  * the group) steps the barriers of several ranks: a blocking barrier would
  * deadlock two ranks that share a group.  arrive() enters barrier number seq (1, 2, ...); test()
  * reports whether every rank of the comm has arrived at seq.  Errors (dead
- * peer, timeout) come back as the status of either call.
+ * peer, timeout) come back as the status of either call.  test() may answer
+ * NPROXY_BUSY (done false): not done, and the answer changes only after
+ * nproxy_comm_kick() on the comm, so the group need not poll it (its
+ * stepping thread may park); the barrier task stays IDLE meanwhile.
  */
 struct nproxy_host_barrier_ops {
 	const char *name;

@@ -86,6 +86,11 @@ static void barrier_step(struct proxy_task *t)
 	case NPROXY_TASK_STATE_IDLE:
 		if (bt->barrier.ops) {
 			rc = bt->barrier.ops->test(bt->barrier.ctx, bt->seq, &done);
+			t->idle_announced = rc == NPROXY_BUSY && !done;
+			if (t->idle_announced) {
+				proxy_status_set_state(t->status, NPROXY_TASK_STATE_IDLE);
+				break;
+			}
 			if (rc != NPROXY_SUCCESS) {
 				barrier_fail(bt, "test", rc);
 				break;

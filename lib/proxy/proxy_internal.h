@@ -169,6 +169,8 @@ struct proxy_task {
 	volatile uint32_t *trigger_words[NPROXY_PROXY_MAX_STREAMS];
 	/* The words are the comm's hs's, whose device announces its stores. */
 	bool trigger_notified;
+	/* IDLE on something that announces itself (nproxy_comm_kick()): not polled. */
+	bool idle_announced;
 	struct proxy_task *next;	/* incoming / queue / active bucket link */
 };
 

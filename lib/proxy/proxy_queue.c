@@ -422,6 +422,7 @@ struct tick_counts {
 	uint64_t idle;		/* ... of which nothing moved */
 	uint64_t done;		/* ... of which finished (recycled) */
 	bool polled;		/* one of them waits on something that announces nothing */
+	uint64_t announced;	/* ... IDLE on what nproxy_comm_kick() announces */
 };
 
 /* (1) DRAIN the queued tasks into the per-rank active map. */
@@ -456,10 +457,12 @@ static bool step_task(struct proxy_task *t, struct tick_counts *c)
 	 */
 	if (rs != NPROXY_TASK_STATE_PROGRESSING)
 		c->idle++;
+	if (rs == NPROXY_TASK_STATE_IDLE && t->idle_announced)
+		c->announced++;
 	/* Network and barrier progress, and the module's
 	 * trigger words, announce nothing: poll them. */
 	if (rs == NPROXY_TASK_STATE_PROGRESSING ||
-	    rs == NPROXY_TASK_STATE_IDLE ||
+	    (rs == NPROXY_TASK_STATE_IDLE && !t->idle_announced) ||
 	    (rs == NPROXY_TASK_STATE_WAITING_DEVICE_TRIGGER &&
 	     !t->trigger_notified))
 		c->polled = true;
@@ -632,8 +635,15 @@ static void queue_process(struct proxy_queue *q)
 			is.since_ns = 0;
 		proxy_state_worker(&q->pub, q->tid, idle ? NPROXY_WORKER_IDLE : NPROXY_WORKER_RUNNING);
 		pthread_mutex_unlock(&q->mtx);
-		/* An append since seen makes the park return at once. */
-		if (idle)
+		/*
+		 * An append since seen makes the park return at once.  Tasks
+		 * that all wait for a kick (a deferred barrier between a coll's
+		 * ops) are quiescence to this thread: no spin, no yields (the
+		 * host's other ranks may need the cpu), a park until the kick.
+		 */
+		if (idle && c.announced == c.active)
+			wake_wait(&q->wake, seen, ADAPTIVE_PARK_SIGNALLED_NS);
+		else if (idle)
 			idle_wait(q, &is, seen, c.polled, UINT64_MAX);
 		/* nproxy_comm_close/destroy wait for mtx: let them in before re-ticking. */
 		while (__atomic_load_n(&q->lock_waiters, __ATOMIC_RELAXED))
@@ -643,7 +653,11 @@ static void queue_process(struct proxy_queue *q)
 	pthread_mutex_unlock(&q->mtx);
 }
 
-/* A task of st's op (same comm and ctx) other than st still active?  Under mtx. */
+/*
+ * A task of st's op (same comm and ctx) other than st that ticking may
+ * finish?  Not one IDLE on what a kick announces (a barrier whose decision
+ * comes with the next op).  Under mtx.
+ */
 static bool op_sibling_active(struct proxy_queue *q, const struct proxy_task_status *st)
 {
 	const struct proxy_rank_bucket *b;
@@ -652,7 +666,7 @@ static bool op_sibling_active(struct proxy_queue *q, const struct proxy_task_sta
 	for (b = q->active; b; b = b->next)
 		for (t = b->head; t; t = t->next)
 			if (t->status != st && t->status->comm == st->comm &&
-			    t->status->enc_ctx == st->enc_ctx)
+			    t->status->enc_ctx == st->enc_ctx && !t->idle_announced)
 				return true;
 	return false;
 }

@@ -274,6 +274,12 @@ void nproxy_comm_abort(struct nproxy_comm *comm)
 		npx_proxy_queue_drop_comm(comm->queue, comm);
 }
 
+void nproxy_comm_kick(struct nproxy_comm *comm)
+{
+	if (comm && comm->queue)
+		npx_proxy_queue_kick(comm->queue);
+}
+
 uint32_t nproxy_comm_timeout_ms(const struct nproxy_comm *comm)
 {
 	return comm ? comm->timeout_ms : 0;
