@@ -17,7 +17,12 @@
  *                        waits, and reports the first failure.
  *
  * The barrier task of an op is not waited for by its own wait: it overlaps
- * the next op, whose wait (or nproxy_coll_close()) collects it.  Ops of a
+ * the next op, and the wait after that (or nproxy_coll_close()) collects
+ * it.  At 2 ranks an allgather, or an allreduce whose reductions are at
+ * most 64 KiB, carries the previous op's barrier on its own data (no
+ * barrier message crosses the network); any other op, and the close, run
+ * it on the engine.  While a coll is open it owns its rank's barrier tasks
+ * (a second coll on the rank runs every barrier on the engine).  Ops of a
  * comm are told apart on the wire by the engine's per-block epoch, so a
  * rank may start op N+1 while a slower peer is still finishing op N.
  *

@@ -34,6 +34,15 @@ struct coll_mr {
 };
 
 /* The one op in flight. */
+/* An op's barrier task, until it is collected. */
+struct coll_barrier {
+	uint64_t ctx;
+	uint64_t seq;			/* the op's */
+	uint64_t ordinal;		/* the rank's mark (0: it runs on the engine) */
+};
+
+#define COLL_BARRIERS_PENDING	2
+
 struct coll_op {
 	bool active;
 	enum nproxy_coll_kind kind;
@@ -48,6 +57,7 @@ struct coll_op {
 	void *result;
 	uint64_t result_count;
 	struct nproxy_coll_result res;
+	uint64_t bar_ordinal;		/* this op's barrier, as the rank marked it (0: none) */
 };
 
 struct nproxy_coll {
@@ -75,9 +85,14 @@ struct nproxy_coll {
 
 	struct coll_op op;
 	/* The previous op's barrier task, collected by a later wait or close. */
-	bool barrier_pending;
-	uint64_t barrier_ctx;
-	uint64_t barrier_seq;
+	/*
+	 * Earlier ops' barrier tasks not collected yet, oldest first: a wait
+	 * collects all but the newest (which the op it waits for completes,
+	 * when it rides), the close all of them.
+	 */
+	struct coll_barrier bars[COLL_BARRIERS_PENDING];
+	uint32_t n_bars;
+	bool owns_barrier;		/* this handle defers the rank's barriers */
 
 	enum nproxy_status broken;	/* the first failed op's status, else SUCCESS */
 	struct npx_errbuf err;		/* nproxy_coll_strerror(), by common's rule */

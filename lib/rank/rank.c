@@ -312,6 +312,7 @@ static enum nproxy_status open_comm(struct nproxy_rank *r, const struct nproxy_r
 	co.hs = r->hs;
 	nproxy_net_seam(r->net, &co.seam);
 	nproxy_net_host_barrier(r->net, &co.barrier);
+	npx_rank_barrier_init(&r->barrier, &co.barrier, &co.barrier);
 	co.timeout_ms = o->wait_timeout_ms;
 	npx_proxy_set_stall_hook(drive_stalled);
 	st = nproxy_comm_open(&co, &r->comm);
@@ -326,6 +327,7 @@ static void rank_release(struct nproxy_rank *r, bool orderly)
 {
 	nproxy_comm_close(r->comm);
 	r->comm = NULL;
+	npx_rank_barrier_destroy(&r->barrier);
 	nproxy_net_close(r->net);
 	r->net = NULL;
 	nproxy_hs_close(r->hs);
