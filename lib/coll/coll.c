@@ -281,7 +281,6 @@ static enum nproxy_status launch(struct nproxy_coll *c, const struct nproxy_cc_o
  * the next op's wake-up costs as much as the messages saved (4 ranks on 2
  * cpus: up to 20 % more per op), so the engine runs it there.
  */
-
 static bool op_carries_barrier(const struct nproxy_coll *c, const struct nproxy_coll_desc *d)
 {
 	uint64_t reduce = 0;
