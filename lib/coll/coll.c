@@ -232,10 +232,6 @@ static void rearm(struct nproxy_coll *c, const struct nproxy_cc_op *cc)
 	}
 }
 
-/* Where an op may carry the previous op's barrier (op_carries_barrier()). */
-#define COLL_RIDE_MAX_RANKS	2u
-#define COLL_RIDE_MAX_REDUCE	(64u << 10)
-
 /* Submit the program and enqueue the tasks; undo the submit if the enqueue fails. */
 static enum nproxy_status launch(struct nproxy_coll *c, const struct nproxy_cc_op *cc,
 				 const struct nproxy_prog_step *prog, uint32_t n_prog)
@@ -248,7 +244,7 @@ static enum nproxy_status launch(struct nproxy_coll *c, const struct nproxy_cc_o
 		return npx_coll_fail(c, st, "op %" PRIu64 ": device program submit: %s (%s)",
 				     c->op.seq, nproxy_status_str(st), nproxy_hs_strerror(c->hs));
 	/* Marked before the enqueue: the worker may step the barrier at once. */
-	if (c->owns_barrier && c->n_ranks <= COLL_RIDE_MAX_RANKS)
+	if (c->owns_barrier && c->n_ranks <= NPX_AUTO_DRIVE_MAX_RANKS)
 		c->op.bar_ordinal = npx_rank_barrier_mark(c->rank);
 	st = nproxy_enq_proxy_tasks(c->comm, cc, c->op.seq, &c->op.ctx);
 	if (st != NPROXY_SUCCESS) {
@@ -272,10 +268,9 @@ static enum nproxy_status launch(struct nproxy_coll *c, const struct nproxy_cc_o
  * close, leave it to the engine.  Every rank runs the same op sequence,
  * so every rank decides alike.
  *
- * Carried only where the waiting thread drives the op by default (at most
- * COLL_RIDE_MAX_RANKS ranks, reductions of at most COLL_RIDE_MAX_REDUCE
- * bytes: the proxy's rule, less its per-process part, which may differ
- * between ranks): there it saves the barrier's messages and its wait (2
+ * Carried only where the waiting thread drives the op by default
+ * (NPX_AUTO_DRIVE_MAX_RANKS, NPX_AUTO_DRIVE_MAX_REDUCE: the proxy's rule,
+ * less its per-process part, which may differ between ranks): there it saves the barrier's messages and its wait (2
  * ranks, 1 KiB to 1 MiB: 5-25 % less per op).  Where the worker drives,
  * the worker parks after each op instead of finishing the barrier, and
  * the next op's wake-up costs as much as the messages saved (4 ranks on 2
@@ -286,12 +281,12 @@ static bool op_carries_barrier(const struct nproxy_coll *c, const struct nproxy_
 	uint64_t reduce = 0;
 
 	if ((d->kind != NPROXY_COLL_ALLGATHER && d->kind != NPROXY_COLL_ALLREDUCE) ||
-	    c->n_ranks > COLL_RIDE_MAX_RANKS)
+	    c->n_ranks > NPX_AUTO_DRIVE_MAX_RANKS)
 		return false;
 	for (uint32_t i = 0; i < c->block.n_ops; i++)
 		if (c->block.ops[i].kind == NPROXY_NET_OP_REDUCE)
 			reduce += c->block.ops[i].len;
-	return reduce <= COLL_RIDE_MAX_REDUCE;
+	return reduce <= NPX_AUTO_DRIVE_MAX_REDUCE;
 }
 
 /* recv_final 0: the engine runs it; enqueue_follows: no kick (the enqueue wakes the group). */

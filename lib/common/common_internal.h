@@ -36,6 +36,14 @@
 #include <nproxy/status.h>
 
 /*
+ * Where the waiting thread drives an op by default (the proxy's auto rule,
+ * proxy.md): at most this many ranks, reductions of at most this many
+ * bytes.  lib/coll carries a barrier on an op's data only there.
+ */
+#define NPX_AUTO_DRIVE_MAX_RANKS	2u
+#define NPX_AUTO_DRIVE_MAX_REDUCE	(64u * 1024)
+
+/*
  * The check of every public *_opts struct, whose first field is
  * `uint32_t size` (the caller's sizeof): NPROXY_INVALID, logged with `what`,
  * when opts is NULL, size is 0 or below min_size (the first released

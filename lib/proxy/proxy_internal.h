@@ -334,8 +334,8 @@ bool npx_proxy_queue_caller_drives(const struct proxy_queue *q,
  * PROXY_AUTO_DRIVE_MAX_REDUCE bytes, when that comm is the only one open
  * in the process (Documentation/proxy.md).
  */
-#define PROXY_AUTO_DRIVE_MAX_RANKS	2u
-#define PROXY_AUTO_DRIVE_MAX_REDUCE	(64u * 1024)
+#define PROXY_AUTO_DRIVE_MAX_RANKS	NPX_AUTO_DRIVE_MAX_RANKS
+#define PROXY_AUTO_DRIVE_MAX_REDUCE	NPX_AUTO_DRIVE_MAX_REDUCE
 bool npx_proxy_auto_drives(uint32_t n_ranks, uint64_t reduce_bytes, uint32_t comms_open);
 /*
  * Called by a group's worker, holding no lock, when a thread that drives

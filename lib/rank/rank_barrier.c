@@ -52,10 +52,8 @@ static enum nproxy_status barrier_arrive(void *ctx, uint64_t seq)
 	pthread_mutex_lock(&b->lock);
 	b->cur_seq = seq;
 	b->cur_engine_seq = 0;
-	b->cur_ordinal = 0;
-	if (b->bound < b->marked)
-		b->cur_ordinal = ++b->bound;
-	else
+	b->cur_ordinal = b->bound < b->marked ? ++b->bound : 0;
+	if (!b->cur_ordinal)
 		st = engine_arrive(b);
 	pthread_mutex_unlock(&b->lock);
 	return st;
@@ -121,8 +119,7 @@ bool npx_rank_barrier_claim(struct nproxy_rank *r)
 	struct npx_rank_barrier *b = &r->barrier;
 	bool mine;
 
-	if (!b->ready)
-		return false;
+	/* Ready: a coll opens only on a rank with a comm, whose barrier came first. */
 	pthread_mutex_lock(&b->lock);
 	mine = b->engine.ops && !b->owned;
 	if (mine)
