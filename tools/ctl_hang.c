@@ -236,9 +236,22 @@ static void stuck_task_json(struct json_writer *w, const struct job *j, const st
 	json_obj_end(w);
 }
 
-/* Every task of job j in flight for at least min_age_s; how many. */
+/*
+ * A host barrier that waits for its comm's next op: for the application to
+ * start it (time between ops, not a stall), or, carried, for its data (a
+ * stall there shows on that op's own tasks).  The library says so.
+ */
+static bool deferred(const struct nproxy_proxy_task *task)
+{
+	return task->flags & NPROXY_PROXY_TASK_F_DEFERRED;
+}
+
+/*
+ * Every task of job j in flight for at least min_age_s; how many.  Deferred
+ * barriers are not stuck: *n_deferred counts them.
+ */
 static size_t report_job(const struct ctl_proxy_list *l, const struct job *j, double min_age_s,
-			 struct json_writer *w)
+			 struct json_writer *w, size_t *n_deferred)
 {
 	size_t stuck = 0;
 	char ev[1024];
@@ -257,6 +270,10 @@ static size_t report_job(const struct ctl_proxy_list *l, const struct job *j, do
 			if (!task->type || task->run_state == NPROXY_TASK_STATE_DONE ||
 			    age < min_age_s)
 				continue;
+			if (deferred(task)) {
+				(*n_deferred)++;
+				continue;
+			}
 			stuck++;
 			task_evidence(l, j, p, task, ev, sizeof(ev));
 			if (w)
@@ -321,7 +338,7 @@ static void judge_rank(const struct ctl_proxy_list *l, const struct job *j,
 		double age = ctl_age_s(p, task->progress_ns);
 
 		if (!task->type || task->run_state == NPROXY_TASK_STATE_DONE || age < min_age_s ||
-		    (culprit && !stalls_on_device(task)))
+		    deferred(task) || (culprit && !stalls_on_device(task)))
 			continue;
 		if (culprit) {
 			task_evidence(l, j, p, task, ev, sizeof(ev));
@@ -383,7 +400,7 @@ int cmd_hang_report(bool json, double min_age_s, pid_t only_pid)
 	struct ctl_proxy_list l;
 	struct json_writer w;
 	struct job *jobs;
-	size_t n_jobs, stuck = 0;
+	size_t n_jobs, stuck = 0, n_deferred = 0;
 	int rc = ctl_proxy_scan(&l, only_pid);
 
 	if (rc < 0)
@@ -402,9 +419,10 @@ int cmd_hang_report(bool json, double min_age_s, pid_t only_pid)
 		json_arr_begin(&w, "stuck");
 	}
 	for (size_t jn = 0; jn < n_jobs; jn++)
-		stuck += report_job(&l, &jobs[jn], min_age_s, json ? &w : NULL);
+		stuck += report_job(&l, &jobs[jn], min_age_s, json ? &w : NULL, &n_deferred);
 	if (json) {
 		json_arr_end(&w);
+		json_u64(&w, "deferred", n_deferred);
 		json_bool(&w, "hang", stuck > 0);
 		json_obj_end(&w);
 		json_finish(&w);
@@ -412,8 +430,12 @@ int cmd_hang_report(bool json, double min_age_s, pid_t only_pid)
 		printf("no proxy found on this host%s\n",
 		       l.denied ? " (some processes could not be read: run as root)" : "");
 	} else {
-		printf(stuck ? "hang: %zu task(s) without progress for >= %.1f s\n"
-			     : "no hang: %zu task(s) without progress for >= %.1f s\n", stuck, min_age_s);
+		printf(stuck ? "hang: %zu task(s) without progress for >= %.1f s"
+			     : "no hang: %zu task(s) without progress for >= %.1f s", stuck, min_age_s);
+		if (n_deferred)
+			printf(" (%zu host barrier(s) deferred to their comm's next op: waiting for "
+			       "the application to start it, or for its data; not counted)", n_deferred);
+		printf("\n");
 	}
 	free(jobs);
 	ctl_proxy_list_free(&l);

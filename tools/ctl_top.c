@@ -42,7 +42,9 @@ static struct task_counts count_tasks(const struct ctl_proxy *p)
 		if (!s->type || s->run_state > 4)
 			continue;
 		c.by_state[s->run_state]++;
+		/* A deferred barrier waits for the application, not a peer. */
 		if (s->run_state != NPROXY_TASK_STATE_DONE &&
+		    !(s->flags & NPROXY_PROXY_TASK_F_DEFERRED) &&
 		    (!c.oldest_progress_ns || s->progress_ns < c.oldest_progress_ns))
 			c.oldest_progress_ns = s->progress_ns;
 	}

@@ -35,6 +35,22 @@ char run_hang_hook(uint32_t rank, uint64_t op)
 	return !strcmp(kind, "stop") ? 'p' : 0;
 }
 
+/*
+ * NPROXY_RUN_PAUSE=OP:MS (selftests of nproxyctl hang-report): every rank
+ * spends MS ms before starting op OP (1, 2, ...), as an application
+ * computing between two collectives does.  The pause in ms, or 0.
+ */
+uint32_t run_pause_hook(uint64_t op)
+{
+	const char *v = getenv("NPROXY_RUN_PAUSE");
+	unsigned long long pause_op;
+	unsigned int ms;
+
+	if (!v || sscanf(v, "%llu:%u", &pause_op, &ms) != 2 || pause_op != op)
+		return 0;
+	return ms;
+}
+
 /* NPROXY_RUN_CORRUPT=RANK[:ROW]: flip one received byte of RANK's first
  * timed iteration of row ROW (default 0, the first; in nccl-tests mode row
  * 1 is the first size in place), to prove that verification catches it.

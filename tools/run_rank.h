@@ -143,6 +143,7 @@ int run_status_exit_nonusage(enum nproxy_status st);
 
 /* run_hooks.c: the selftests' hooks (each documented there). */
 char run_hang_hook(uint32_t rank, uint64_t op);
+uint32_t run_pause_hook(uint64_t op);
 int run_corrupt_hook(uint32_t *row);
 int run_kill_hook(uint32_t *iter);
 

@@ -12,6 +12,7 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <string.h>
+#include <time.h>
 #include "run_rank.h"
 
 /* The op's description for this rank's buffers of the current size. */
@@ -65,10 +66,15 @@ static int op_start(struct run_rank *rc, double deadline)
 	struct nproxy_prog_step prologue[4];
 	struct nproxy_coll_desc d;
 	enum nproxy_status st;
+	uint32_t pause_ms;
 
 	if (!run_remaining_ms(deadline))
 		return run_fail(RUN_EXIT_TIMEOUT, "rank %u: timeout (--timeout %.0f s) before op %" PRIu64,
 			    rc->rank, rc->o->timeout_s, rc->exec_id + 1);
+	pause_ms = run_pause_hook(rc->exec_id + 1);
+	if (pause_ms)
+		nanosleep(&(struct timespec){ .tv_sec = pause_ms / 1000,
+					      .tv_nsec = (long)(pause_ms % 1000) * 1000000 }, NULL);
 	describe(rc, &d, prologue, deadline);
 	st = nproxy_coll_start(rc->coll, &d);
 	if (st != NPROXY_SUCCESS)

@@ -88,9 +88,12 @@ static void barrier_step(struct proxy_task *t)
 			rc = bt->barrier.ops->test(bt->barrier.ctx, bt->seq, &done);
 			t->idle_announced = rc == NPROXY_BUSY && !done;
 			if (t->idle_announced) {
+				/* IDLE before the flag: whoever sees DEFERRED sees IDLE. */
 				proxy_status_set_state(t->status, NPROXY_TASK_STATE_IDLE);
+				proxy_state_task_flags(t->status->pub, NPROXY_PROXY_TASK_F_DEFERRED);
 				break;
 			}
+			proxy_state_task_flags(t->status->pub, 0);
 			if (rc != NPROXY_SUCCESS) {
 				barrier_fail(bt, "test", rc);
 				break;

@@ -86,6 +86,7 @@ static inline void proxy_state_task_fill(struct nproxy_proxy_task *slot, uint16_
 	NPX_SEQ_STORE(slot->trigger_mask, trigger_mask);
 	NPX_SEQ_STORE(slot->bb, 0);
 	NPX_SEQ_STORE(slot->n_sems, 0);
+	NPX_SEQ_STORE(slot->flags, 0);
 	NPX_SEQ_STORE(slot->status, 0);
 	npx_seq_write_end(&slot->seq, s);
 }
@@ -101,10 +102,28 @@ static inline void proxy_state_task_state(struct nproxy_proxy_task *slot, uint32
 		return;
 	now = npx_coarse_now_ns();
 	s = npx_seq_write_begin(&slot->seq);
-	NPX_SEQ_STORE(slot->run_state, (uint16_t)run_state);
 	NPX_SEQ_STORE(slot->status, status);
 	NPX_SEQ_STORE(slot->state_ns, now);
 	NPX_SEQ_STORE(slot->progress_ns, now);
+	NPX_SEQ_STORE(slot->run_state, (uint16_t)run_state);	/* last: see _flags() */
+	npx_seq_write_end(&slot->seq, s);
+}
+
+/*
+ * The task's flags (worker).  A change restamps progress_ns: a barrier
+ * leaving DEFERRED starts a wait of its own then, not when it was deferred.
+ * The stamp goes first: a reader that polls one field without the seqlock
+ * (a test, a debugger) and sees the new flags then sees its stamp too.
+ */
+static inline void proxy_state_task_flags(struct nproxy_proxy_task *slot, uint8_t flags)
+{
+	uint32_t s;
+
+	if (!slot || __atomic_load_n(&slot->flags, __ATOMIC_RELAXED) == flags)
+		return;
+	s = npx_seq_write_begin(&slot->seq);
+	NPX_SEQ_STORE(slot->progress_ns, npx_coarse_now_ns());
+	NPX_SEQ_STORE(slot->flags, flags);
 	npx_seq_write_end(&slot->seq, s);
 }
 
@@ -116,8 +135,8 @@ static inline void proxy_state_task_bb(struct nproxy_proxy_task *slot, uint32_t 
 	if (!slot)
 		return;
 	s = npx_seq_write_begin(&slot->seq);
-	NPX_SEQ_STORE(slot->bb, bb);
 	NPX_SEQ_STORE(slot->progress_ns, npx_coarse_now_ns());
+	NPX_SEQ_STORE(slot->bb, bb);
 	npx_seq_write_end(&slot->seq, s);
 }
 

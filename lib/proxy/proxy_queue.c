@@ -444,7 +444,7 @@ static void drain_queued(struct proxy_queue *q)
 /* Step one task; true when it is DONE (the caller unlinks it). */
 static bool step_task(struct proxy_task *t, struct tick_counts *c)
 {
-	uint32_t rs;
+	uint32_t rs, before = proxy_status_run_state(t->status);
 
 	c->active++;
 	t->ops->step(t);
@@ -453,9 +453,13 @@ static bool step_task(struct proxy_task *t, struct tick_counts *c)
 		return true;
 	/*
 	 * Nothing moved: IDLE (in flight), a closed trigger
-	 * gate, or INIT held behind an earlier op.
+	 * gate, or INIT held behind an earlier op.  A task that
+	 * just left INIT moved: it started its blocks and only
+	 * then looks at a trigger the device may have written
+	 * before this tick, which no signal announces again.
 	 */
-	if (rs != NPROXY_TASK_STATE_PROGRESSING)
+	if (rs != NPROXY_TASK_STATE_PROGRESSING &&
+	    !(before == NPROXY_TASK_STATE_INIT && rs != NPROXY_TASK_STATE_INIT))
 		c->idle++;
 	if (rs == NPROXY_TASK_STATE_IDLE && t->idle_announced)
 		c->announced++;

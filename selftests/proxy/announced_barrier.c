@@ -114,6 +114,36 @@ TEST(a_waiting_thread_leaves_when_its_op_has_only_a_kicked_barrier_left)
 	lb_comm_close(&k);
 }
 
+/* test() fails the first barrier (a dead peer), passes the next. */
+static enum nproxy_status failing_test(void *ctx, uint64_t seq, bool *done)
+{
+	*done = seq != 1;
+	return seq == 1 ? NPROXY_PEER_DEAD : NPROXY_SUCCESS;
+}
+
+static const struct nproxy_host_barrier_ops failing_ops = {
+	.name = "failing", .arrive = kick_arrive, .test = failing_test,
+};
+
+TEST(a_barrier_whose_test_fails_ends_with_that_status_and_lets_the_next_one_run)
+{
+	struct nproxy_comm_opts o;
+	struct nproxy_cc_op op;
+	struct lb_comm k;
+	uint64_t second;
+
+	ASSERT_EQ(0, lb_comm_prepare(&k, 2, NPROXY_COMM_F_SKIP_NET, &o));
+	o.n_ranks = 2;
+	o.barrier = (struct nproxy_host_barrier){ .ops = &failing_ops };
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &k.c));
+	op = lb_rank_op(&k.r);
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(k.c, &op, 1, &k.ctx));
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(k.c, &op, 2, &second));
+	EXPECT_ST(NPROXY_PEER_DEAD, nproxy_wait_status(k.c, k.ctx, NPROXY_TASK_BARRIER, 10000));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(k.c, second, NPROXY_TASK_BARRIER, 10000));
+	lb_comm_close(&k);
+}
+
 TEST(kicking_no_comm_is_a_no_op)
 {
 	nproxy_comm_kick(NULL);

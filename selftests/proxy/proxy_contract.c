@@ -4,7 +4,8 @@
  * broken, each found by breaking lib/ on purpose (scripts/mutation-regression.txt):
  * the run-state numbers, the order in which a task's status is published,
  * affinity applied on the create path only, destroy waking a parked worker,
- * and the last release joining the worker before it returns.
+ * the last release joining the worker before it returns, and the debug
+ * line a starting barrier task logs.
  */
 #include <errno.h>
 #include <sched.h>
@@ -327,6 +328,50 @@ TEST(last_release_returns_with_the_worker_joined)
 	}
 	ASSERT_EQ(0, sched_setaffinity(0, sizeof(mine), &mine));
 	EXPECT_TRUE(WAIT_UNTIL(count_proxy_threads(NULL) == 0, 5000));
+}
+
+/*
+ * The reference runtime's debug line when a barrier task starts ("[nec_dev
+ * D] run barrier proxy task for ctx C"): its users grep their logs for it.
+ * Logged once per task, at DEBUG (a sink sees every level: it counts the
+ * line's level itself).
+ */
+static struct {
+	pthread_mutex_t lock;
+	char want[96];
+	uint32_t seen, seen_debug;
+} log_rec = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void record_log(enum nproxy_log_level level, const char *msg, void *arg)
+{
+	pthread_mutex_lock(&log_rec.lock);
+	if (log_rec.want[0] && strstr(msg, log_rec.want)) {
+		log_rec.seen++;
+		log_rec.seen_debug += level == NPROXY_LOG_DEBUG;
+	}
+	pthread_mutex_unlock(&log_rec.lock);
+}
+
+TEST(a_barrier_task_that_starts_logs_the_reference_runtimes_debug_line_once)
+{
+	struct lb_comm g;
+
+	nproxy_log_set_sink(record_log, NULL);
+	/* The gate holds the task in WAITING_DEVICE_TRIGGER: not started yet. */
+	ASSERT_EQ(0, gated_start(&g, NULL, 1, 3));
+	pthread_mutex_lock(&log_rec.lock);
+	snprintf(log_rec.want, sizeof(log_rec.want), "[nec_dev 3] run barrier proxy task for ctx %llu",
+		 (unsigned long long)g.ctx);
+	pthread_mutex_unlock(&log_rec.lock);
+	open_gate(&g);
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(g.c, g.ctx, NPROXY_TASK_BARRIER, 10000));
+	EXPECT_ST(NPROXY_SUCCESS, nproxy_wait_status(g.c, g.ctx, NPROXY_TASK_NETWORK, 10000));
+	lb_comm_close(&g);
+	nproxy_log_set_sink(NULL, NULL);
+	pthread_mutex_lock(&log_rec.lock);
+	EXPECT_EQ(1u, log_rec.seen);
+	EXPECT_EQ(1u, log_rec.seen_debug);
+	pthread_mutex_unlock(&log_rec.lock);
 }
 
 TEST_HARNESS_MAIN

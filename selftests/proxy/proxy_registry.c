@@ -188,6 +188,38 @@ TEST(cpuset_env_pins_only_the_worker)
 	EXPECT_TRUE(WAIT_UNTIL(count_proxy_threads(NULL) == 0, 5000));
 }
 
+/* NPROXY_PROXY_CPUSET is read as decimal, up to CPU_SETSIZE - 1, nothing after. */
+static enum nproxy_status open_with_cpuset(const char *list)
+{
+	struct nproxy_comm_opts o = plain_opts(0, 1);
+	struct nproxy_comm *c = NULL;
+	enum nproxy_status st;
+
+	setenv("NPROXY_PROXY_CPUSET", list, 1);
+	capture_start();
+	st = nproxy_comm_open(&o, &c);
+	capture_stop();
+	unsetenv("NPROXY_PROXY_CPUSET");
+	if (st == NPROXY_SUCCESS)
+		nproxy_comm_close(c);
+	return st;
+}
+
+TEST(cpu_lists_are_decimal_bounded_and_whole)
+{
+	char last[32];
+
+	snprintf(last, sizeof(last), "0-%d", CPU_SETSIZE - 1);
+	EXPECT_ST(NPROXY_SUCCESS, open_with_cpuset(last));	/* CPUs past the host's are ignored */
+	EXPECT_ST(NPROXY_SUCCESS, open_with_cpuset("0,0-0"));
+	snprintf(last, sizeof(last), "0-%d", CPU_SETSIZE);
+	EXPECT_ST(NPROXY_INVALID, open_with_cpuset(last));
+	EXPECT_ST(NPROXY_INVALID, open_with_cpuset("0-1a"));
+	EXPECT_ST(NPROXY_INVALID, open_with_cpuset("1a"));
+	EXPECT_ST(NPROXY_INVALID, open_with_cpuset("0-"));
+	EXPECT_EQ(0u, nproxy_proxy_group_count());
+}
+
 TEST(invalid_comm_options_are_rejected)
 {
 	struct nproxy_comm_opts o = plain_opts(0, 1);

@@ -12,7 +12,10 @@
 #   stop     rank 1's process stops (SIGSTOP): its peers wait on the
 #            network and the report names rank 1's pid as stopped;
 #   healthy  a running job with no hang: exit 0, and top --json lists its
-#            ranks with their workers.
+#            ranks with their workers;
+#   compute  every rank of a 2-rank job computes 12 s between two ops: the
+#            last op's host barrier waits for the next op (deferred, to be
+#            carried on its data), and that is not a hang.
 # Each job is bounded by --timeout and killed at the end of its case.
 . "${NPROXY_TOP:-${NPROXY_BUILD:-$(dirname "$0")/../..}/..}/scripts/tap.sh"
 tap_use_build nproxy-run nproxyctl
@@ -201,4 +204,57 @@ else
 	tap_fail "top (text): a row per rank" "exit $rc" "$(cat "$tmp/top.txt")"
 fi
 stop_job
+
+# ---- no hang: the application computes between two ops.  At 2 ranks an
+# op's host barrier is carried by the next op, so it waits in IDLE until
+# the application starts that op; the page flags it DEFERRED.
+NPROXY_RUN_PAUSE=3:12000 "$RUN" --procs 2 --size 4K --iters 5 --warmup 0 --timeout 90 \
+	>"$tmp/job.out" 2>&1 &
+job=$!
+# Op 3 starts 12 s after op 2 ends.  Ask until a task has waited --min-age
+# 2 (however slow the job's start): the barriers are reported then, as
+# deferred or (the bug) as a hang.
+for ((i = 0; i < 20; i++)); do
+	sleep 0.5
+	timeout 20 "$CTL" hang-report --min-age 2 --pid "$job" >"$tmp/report" 2>&1
+	rc=$?
+	grep -Eq "^hang:|deferred" "$tmp/report" && break
+done
+if ((rc == 0)) && grep -q "^no hang: 0 task(s) without progress for >= 2.0 s (2 host barrier(s) deferred" "$tmp/report"; then
+	tap_ok "computing between ops: the deferred host barriers are no hang (exit 0), and are mentioned"
+else
+	tap_fail "computing between ops is no hang" "exit $rc" "$(cat "$tmp/report" "$tmp/job.out")"
+fi
+timeout 20 "$CTL" --json hang-report --min-age 2 --pid "$job" >"$tmp/report.json" 2>&1
+rc=$?
+if ((rc == 0)) && python3 - "$tmp/report.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["hang"] is False and d["stuck"] == [] and d["deferred"] == 2, d
+PY
+then
+	tap_ok "computing between ops, --json: no stuck task, 2 deferred"
+else
+	tap_fail "computing between ops, --json" "exit $rc" "$(cat "$tmp/report.json")"
+fi
+timeout 20 "$CTL" --json top --count 1 --pid "$job" >"$tmp/top.json" 2>&1
+if python3 - "$tmp/top.json" 2>"$tmp/py.err" <<'PY'
+import json, sys
+p = json.loads(open(sys.argv[1]).read())["proxies"]
+assert len(p) == 2, p
+for x in p:
+    # The deferred barrier is IDLE, but no task in flight stalls.
+    assert x["tasks"]["IDLE"] >= 1 and x.get("oldest_task_progress_age_s") is None, x
+PY
+then
+	tap_ok "computing between ops, top --json: the deferred barrier is IDLE and not a stall age"
+else
+	tap_fail "computing between ops, top --json" "$(cat "$tmp/py.err" "$tmp/top.json")"
+fi
+if wait "$job"; then
+	tap_ok "computing between ops: the job then completes"
+else
+	tap_fail "computing between ops: the job completes" "$(cat "$tmp/job.out")"
+fi
+job=
 tap_done

@@ -195,11 +195,21 @@ struct nproxy_proxy_task {
 	__u32 trigger_mask;	/* bit s: waits on trigger word s of this region */
 	__u32 bb;		/* basic block in progress (stream 0) */
 	__u8 n_sems;		/* barrier: device semaphores it increments */
-	__u8 pad8[3];		/* zero */
+	__u8 flags;		/* NPROXY_PROXY_TASK_F_* */
+	__u8 pad8[2];		/* zero */
 	__s32 status;		/* enum nproxy_status once DONE */
 	/* sem indices */
 	__u16 sems[NPROXY_PROXY_STATE_SEMS];
 };
+
+/*
+ * nproxy_proxy_task.flags.  DEFERRED: a host barrier that waits, by design,
+ * for its comm's next op: for the application to start it (its age is the
+ * application's time between ops, not a stall), then, when that op carries
+ * it, for that op's receives (a stall there shows on that op's own tasks).
+ * Cleared, and progress_ns restamped, once it leaves that wait.
+ */
+#define NPROXY_PROXY_TASK_F_DEFERRED	(1U << 0)
 
 struct nproxy_proxy_state {
 	__u32 magic;		/* NPROXY_PROXY_STATE_MAGIC, stored last at attach */
