@@ -59,7 +59,14 @@ static enum nproxy_status barrier_arrive(void *ctx, uint64_t seq)
 	return st;
 }
 
-/* The deferred barrier that arrived last: done, not decided (BUSY), or run now. */
+/*
+ * The deferred barrier that arrived last: done, run now, or BUSY (not
+ * decided, or carried and the op's data not all in).  A carried barrier is
+ * BUSY too: its semaphore moves only when the group's own step of the next
+ * op's network task posts it, and a tick that made progress is always
+ * followed by another (<nproxy/seam.h>), so the group need not poll it
+ * while that op waits for its device trigger.
+ */
 static enum nproxy_status test_deferred(struct npx_rank_barrier *b, bool *done)
 {
 	const struct npx_rank_barrier_decision *d =
@@ -70,7 +77,7 @@ static enum nproxy_status test_deferred(struct npx_rank_barrier *b, bool *done)
 	if (!d->ride_sem)
 		return engine_arrive(b);
 	*done = nproxy_sem_load(d->ride_sem) >= d->ride_value;
-	return NPROXY_SUCCESS;
+	return *done ? NPROXY_SUCCESS : NPROXY_BUSY;
 }
 
 static enum nproxy_status barrier_test(void *ctx, uint64_t seq, bool *done)
