@@ -169,13 +169,22 @@ static void conf_load(void)
 		return;
 	for (char *p = strtok_r(copy, ":", &save); p; p = strtok_r(NULL, ":", &save)) {
 		char path[4096];
+		int n;
 
 		if (!strncmp(p, "~/", 2)) {
 			if (!home || !*home)
 				continue;
-			snprintf(path, sizeof(path), "%s/%s", home, p + 2);
+			n = snprintf(path, sizeof(path), "%s/%s", home, p + 2);
 		} else {
-			snprintf(path, sizeof(path), "%s", p);
+			n = snprintf(path, sizeof(path), "%s", p);
+		}
+		if (n < 0)
+			continue;
+		/* A cut path could name another file: refuse it whole. */
+		if ((size_t)n >= sizeof(path)) {
+			fprintf(stderr, "nproxy: %.60s...: a path of %d bytes, longer than %zu: file ignored\n",
+				path, n, sizeof(path) - 1);
+			continue;
 		}
 		conf_read(path);
 	}

@@ -8,6 +8,7 @@
  * none); comments, blanks and quotes are dropped; a line that is not an
  * NPROXY_ setting is refused naming the file and the line.  The files are
  * read once per process: each test makes the library forget them first.
+ * An entry too long for a path is refused, not cut.
  */
 #include "kselftest_harness.h"
 #include <fcntl.h>
@@ -52,6 +53,38 @@ FIXTURE_TEARDOWN(conf)
 {
 	nproxy_test_rmtree(self->dir);
 	npx_env_file_forget();
+}
+
+/* Send stderr to path; returns the descriptor to give stderr_read(). */
+static int stderr_to(const char *path)
+{
+	int fd, saved;
+
+	fflush(stderr);
+	saved = dup(STDERR_FILENO);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (saved < 0 || fd < 0 || dup2(fd, STDERR_FILENO) < 0)
+		abort();
+	close(fd);
+	return saved;
+}
+
+/* Put stderr back and read what went to path; the length read. */
+static ssize_t stderr_read(int saved, const char *path, char *buf, size_t size)
+{
+	ssize_t n;
+	int fd;
+
+	fflush(stderr);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, size - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return n;
 }
 
 static void use_files(const char *a, const char *b)
@@ -130,30 +163,18 @@ TEST_F(conf, dev_null_reads_no_file)
 TEST_F(conf, bad_lines_are_refused_naming_file_and_line)
 {
 	char said[2048] = "";
+	enum npx_env_found rc;
 	uint32_t v = 0;
-	int fd, saved;
-	ssize_t n;
+	int saved;
 
 	unsetenv("FI_PROVIDER");
 	write_file(self->etc, "garbage line\nFI_PROVIDER=tcp\nnproxy_lower=1\n" VAR "=21\n");
 	use_files(self->etc, NULL);
-	fflush(stderr);
-	saved = dup(STDERR_FILENO);
-	fd = open(self->err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	ASSERT_GE(fd, 0);
-	dup2(fd, STDERR_FILENO);
-	close(fd);
-	ASSERT_EQ((int)NPX_ENV_SET, (int)npx_env_u32(VAR, 5, 1, 100, &v));
+	saved = stderr_to(self->err);
+	rc = npx_env_u32(VAR, 5, 1, 100, &v);
+	ASSERT_GT(stderr_read(saved, self->err, said, sizeof(said)), 0);
+	ASSERT_EQ((int)NPX_ENV_SET, (int)rc);
 	ASSERT_EQ(21u, v);
-	fflush(stderr);
-	dup2(saved, STDERR_FILENO);
-	close(saved);
-	fd = open(self->err, O_RDONLY);
-	ASSERT_GE(fd, 0);
-	n = read(fd, said, sizeof(said) - 1);
-	close(fd);
-	ASSERT_GT(n, 0);
-	said[n] = '\0';
 	ASSERT_NE(NULL, strstr(said, ":1: not NAME=VALUE: line ignored"));
 	ASSERT_NE(NULL, strstr(said, ":2: the name is not an NPROXY_ setting: line ignored"));
 	ASSERT_NE(NULL, strstr(said, ":3: the name is not an NPROXY_ setting: line ignored"));
@@ -161,6 +182,38 @@ TEST_F(conf, bad_lines_are_refused_naming_file_and_line)
 	/* Never put in the environment: only the library's readers see file values. */
 	ASSERT_EQ(NULL, getenv("FI_PROVIDER"));
 	ASSERT_EQ(NULL, getenv(VAR));
+}
+
+/*
+ * An NPROXY_CONF entry longer than a path can be is refused, not cut: cut
+ * to 4095 bytes this one would name the file that holds 17.
+ */
+TEST_F(conf, an_over_long_path_is_refused_not_cut)
+{
+	char list[4200], said[1024] = "";
+	enum npx_env_found rc;
+	uint32_t v = 0;
+	size_t len;
+	int saved;
+
+	write_file(self->etc, VAR "=17\n");
+	len = (size_t)snprintf(list, sizeof(list), "%s/", self->dir);
+	if ((4095 - len - strlen("nproxy.conf")) % 2)
+		list[len++] = '/';
+	while (len + strlen("nproxy.conf") < 4095)
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "./");
+	len += (size_t)snprintf(list + len, sizeof(list) - len, "nproxy.conf");
+	ASSERT_EQ(4095u, len);
+	list[4095] = '\0';
+	ASSERT_EQ(0, access(list, R_OK));	/* the cut path is the file */
+	strcat(list, "X");
+	setenv("NPROXY_CONF", list, 1);
+	saved = stderr_to(self->err);
+	rc = npx_env_u32(VAR, 5, 1, 100, &v);
+	ASSERT_GT(stderr_read(saved, self->err, said, sizeof(said)), 0);
+	EXPECT_EQ((int)NPX_ENV_UNSET, (int)rc);
+	EXPECT_EQ(5u, v);
+	EXPECT_NE(NULL, strstr(said, "a path of 4096 bytes, longer than 4095: file ignored"));
 }
 
 TEST_HARNESS_MAIN
