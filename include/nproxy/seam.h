@@ -40,6 +40,8 @@ enum nproxy_net_op_kind {
 	 * the result (an allreduce's reduce-scatter), so it is usually gated
 	 * by F_PRECOND on the RECV's semaphore and announces itself with
 	 * F_COMPLETE.  peer must be 0; len a multiple of the dtype's size.
+	 * The engine runs it 64 KiB per progress() call, so the provider's
+	 * transfers move on during a long one; the local ops after it wait.
 	 */
 	NPROXY_NET_OP_REDUCE = 3,
 	/*
@@ -210,8 +212,10 @@ struct nproxy_seam {
  * reports whether every rank of the comm has arrived at seq.  Errors (dead
  * peer, timeout) come back as the status of either call.  test() may answer
  * NPROXY_BUSY (done false): not done, and the answer changes only after
- * nproxy_comm_kick() on the comm, so the group need not poll it (its
- * stepping thread may park); the barrier task stays IDLE meanwhile.
+ * nproxy_comm_kick() on the comm or after a step of another of the group's
+ * tasks that made progress (a tick that moved anything is followed by
+ * another, which tests it again), so the group need not poll it otherwise
+ * (its stepping thread may park); the barrier task stays IDLE meanwhile.
  */
 struct nproxy_host_barrier_ops {
 	const char *name;

@@ -69,6 +69,7 @@ struct net_op_state {
 	uint32_t idx;			/* index in the block's op FIFO */
 	uint32_t seq;			/* per (block, peer, direction) match index */
 	uint8_t local;			/* a REDUCE or COPY: runs in place, never posted */
+	uint32_t local_done;		/* bytes of a REDUCE reduced so far (run_local()) */
 	uint64_t tag;
 	int64_t posted_ms;
 };
@@ -86,6 +87,7 @@ struct net_block {
 	uint32_t first_undone;		/* no op before it is posted: the deadline scan's start */
 	int64_t eagain_since_ms;	/* 0: the last post did not see -FI_EAGAIN */
 	uint32_t eagain_op;		/* the op the provider refused */
+	int64_t refusal_end_ms;		/* the last refusal's end: ops' deadlines count from it */
 	/*
 	 * Completion increments to one semaphore are applied in FIFO order:
 	 * sem_head[s] is the first op incrementing s whose increment is not
@@ -113,6 +115,9 @@ struct net_barrier;
 struct net_abort;
 
 #define NET_MAX_BLOCKS	64
+/* Bytes of a REDUCE run per tick (net_engine.c, run_local()): a multiple
+ * of every element size. */
+#define NET_REDUCE_SLICE	(64u << 10)
 #define NET_NONE	UINT32_MAX
 /* Largest timeout an option may ask for (the environment's limit too): one
  * hour, which also keeps it an int for the millisecond clock arithmetic. */

@@ -185,6 +185,78 @@ static int allgather_block_rank(uint32_t i, uint32_t n, void *arg)
 	return rc;
 }
 
+/*
+ * The device program of a built-in op (the proxy state page keeps the
+ * last one): the trigger, then a wait on the receive semaphore, and for
+ * an op that reduces, a wait on the reduction semaphore up to its last
+ * reduction too: a device that reads the result when its program ends
+ * must not read it before the sums are in.
+ */
+static int prog_of(struct ct_rank *r, enum nproxy_coll_kind kind, uint32_t n, uint32_t *buf,
+		   uint32_t *steps, struct nproxy_prog_step *prog)
+{
+	struct nproxy_proxy_state *ps = nproxy_hs_proxy_state(nproxy_rank_hs(r->rank));
+	struct nproxy_coll_desc d = NPROXY_COLL_DESC_INIT;
+	int rc;
+
+	d.kind = kind;
+	d.dtype = NPROXY_UINT32;
+	d.redop = NPROXY_SUM;
+	d.count = kind == NPROXY_COLL_ALLGATHER ? 64 : 64 * n;
+	d.recvbuf = buf;
+	rc = ct_run(r, 0, &d);
+	if (rc || !ps)
+		return rc ? rc : 90;
+	*steps = __atomic_load_n(&ps->prog_n_steps, __ATOMIC_ACQUIRE);
+	for (uint32_t k = 0; k < *steps && k < 4; k++)
+		prog[k] = ps->prog[k];
+	return 0;
+}
+
+static int prog_rank(uint32_t i, uint32_t n, void *arg)
+{
+	struct job *job = arg;
+	uint32_t *buf = calloc(64 * n, 4), steps = 0;
+	struct nproxy_prog_step prog[4] = { { 0 } };
+	uint64_t reduces;
+	struct ct_rank r;
+	int rc;
+
+	if (!buf)
+		return 80;
+	rc = ct_open(job->id, i, n, &r);
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	rc = prog_of(&r, NPROXY_COLL_ALLGATHER, n, buf, &steps, prog);
+	if (!rc && (steps != 2 || prog[0].op != NPROXY_STEP_WRITE_TRIGGER ||
+		    prog[1].op != NPROXY_STEP_WAIT_SEM || prog[1].index != COLL_SEM_RECV)) {
+		fprintf(stderr, "# rank %u: allgather program of %u steps (%u, %u/%u)\n", i, steps,
+			prog[0].op, prog[1].op, prog[1].index);
+		rc = 2;
+	}
+	if (!rc)
+		rc = prog_of(&r, NPROXY_COLL_ALLREDUCE, n, buf, &steps, prog);
+	reduces = nproxy_sem_load(nproxy_hs_sem(nproxy_rank_hs(r.rank), COLL_SEM_REDUCE));
+	if (!rc && (steps != 3 || prog[1].index != COLL_SEM_RECV ||
+		    prog[2].op != NPROXY_STEP_WAIT_SEM || prog[2].index != COLL_SEM_REDUCE ||
+		    prog[2].value != reduces)) {
+		fprintf(stderr, "# rank %u: allreduce program of %u steps (last %u/%u up to %" PRIu64
+			", reductions %" PRIu64 ")\n", i, steps, prog[2].op, prog[2].index,
+			(uint64_t)prog[2].value, reduces);
+		rc = 3;
+	}
+	ct_close(&r);
+	free(buf);
+	return rc;
+}
+
+TEST(a_reducing_ops_device_program_waits_for_its_reductions)
+{
+	job_ok(_metadata, "prog", 2, prog_rank, 0, false);
+}
+
 TEST(allgather_of_4_and_8_ranks_is_recursive_doubling_and_of_3_the_ring)
 {
 	job_ok(_metadata, "agb4", 4, allgather_block_rank, 100, false);

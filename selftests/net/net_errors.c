@@ -14,16 +14,6 @@
 #define TEST_TIMEOUT_DEFAULT 240
 #include "ring_common.h"
 
-static struct nproxy_net *open_single(struct __test_metadata *_metadata)
-{
-	struct nproxy_net_opts o = { .size = sizeof(o), .rank = 0, .n_ranks = 1, .timeout_ms = 2000,
-				     .provider = "shm" };
-	struct nproxy_net *net = NULL;
-
-	EXPECT_EQ((int)NPROXY_SUCCESS, (int)nproxy_net_open(&o, &net));
-	return net;
-}
-
 TEST(bad_options)
 {
 	struct nproxy_net_opts o = { .size = sizeof(o), .rank = 2, .n_ranks = 2 };
@@ -54,7 +44,7 @@ TEST(bad_options)
 
 TEST(bad_fifo_records)
 {
-	struct nproxy_net *net = open_single(_metadata);
+	struct nproxy_net *net = ring_open_single(2000, NULL);
 	static uint8_t buf[4096];
 	uint64_t sems[2] = { 0 };
 	struct nproxy_device_sems dev = { .sems = sems, .n_sems = 2 };

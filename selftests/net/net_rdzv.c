@@ -17,9 +17,16 @@
  *  - the root's port held by another process: a prompt error, not a
  *    silent wait while the ranks talk to that process;
  *  - nproxy_net_open() on one rank failing locally: the others' opens
- *    fail within a second with its reason, not at the rendezvous deadline.
+ *    fail within a second with its reason, not at the rendezvous deadline;
+ *  - and after a failure, closing the rendezvous closes only its own
+ *    sockets: the root that relayed an abort to a rank that was not
+ *    listening (its sockets closed when the linger ran out), and the rank
+ *    that raised it, still hold their descriptor 0 (a socket number left
+ *    stale after the abort's close, then closed again, would take it).
  */
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include "kselftest_harness.h"
 #undef TEST_TIMEOUT_DEFAULT
 #define TEST_TIMEOUT_DEFAULT 120
@@ -41,6 +48,29 @@ struct rdzv_job {
 	volatile int opened[8];	/* [rank]: its nproxy_rdzv_open() returned */
 	struct rank_seen *seen;	/* [rank] (shared mapping) */
 };
+
+/* Descriptor 0 on /dev/null, its identity in *st; -1 on failure. */
+static int hold_fd0(struct stat *st)
+{
+	int fd = open("/dev/null", O_RDONLY);
+
+	if (fd < 0 || (fd != 0 && dup2(fd, 0) < 0))
+		return -1;
+	if (fd != 0)
+		close(fd);
+	return fstat(0, st);
+}
+
+/* Is descriptor 0 still the file hold_fd0() put there? */
+static bool fd0_kept(const struct stat *st, uint32_t rank)
+{
+	struct stat now;
+
+	if (!fstat(0, &now) && now.st_dev == st->st_dev && now.st_ino == st->st_ino)
+		return true;
+	fprintf(stderr, "rank %u: descriptor 0 was closed by the rendezvous\n", rank);
+	return false;
+}
 
 static struct rdzv_job *new_job(uint32_t n, int tmo_ms)
 {
@@ -146,19 +176,22 @@ static int root_rank(uint32_t rank, struct rdzv_job *job)
 	struct nproxy_rdzv *rz;
 	enum nproxy_status st;
 	char msg[256] = "";
+	struct stat fd0;
 
 	(void)rank;
+	if (hold_fd0(&fd0))
+		return 1;
 	st = ring_rdzv_open(job->root, 0, job->n, job->tmo_ms, &rz);
 	if (st == NPROXY_SUCCESS) {
 		st = gather_once(0, job, rz, t0);
 		if (st == NPROXY_SUCCESS)
 			st = gather_once(0, job, rz, t0);
 		nproxy_rdzv_close(rz);
-		return 0;
+		return !fd0_kept(&fd0, 0);
 	}
 	snprintf(msg, sizeof(msg), "root open: %s", nproxy_status_str(st));
 	record(&job->seen[0], st, msg, t0);
-	return 0;
+	return !fd0_kept(&fd0, 0);
 }
 
 typedef int (*rank_fn)(uint32_t rank, struct rdzv_job *job);
@@ -229,8 +262,9 @@ static int fails_locally(uint32_t rank, struct rdzv_job *job)
 {
 	int64_t t0 = ring_now_ms();
 	struct nproxy_rdzv *rz;
+	struct stat fd0;
 
-	if (ring_rdzv_open(job->root, rank, job->n, job->tmo_ms, &rz))
+	if (hold_fd0(&fd0) || ring_rdzv_open(job->root, rank, job->n, job->tmo_ms, &rz))
 		return 1;
 	if (gather_once(rank, job, rz, t0))
 		return 1;
@@ -240,7 +274,36 @@ static int fails_locally(uint32_t rank, struct rdzv_job *job)
 	if (gather_once(rank, job, rz, t0) != NPROXY_NET_ERROR)
 		return 1;
 	nproxy_rdzv_close(rz);
+	return !fd0_kept(&fd0, rank);
+}
+
+/* All-gather, then away from the rendezvous past the root's linger, then again. */
+static int away_rank(uint32_t rank, struct rdzv_job *job)
+{
+	int64_t t0 = ring_now_ms();
+	struct nproxy_rdzv *rz;
+
+	if (ring_rdzv_open(job->root, rank, job->n, job->tmo_ms, &rz))
+		return 1;
+	if (gather_once(rank, job, rz, t0))
+		return 1;
+	usleep(1500 * 1000);
+	gather_once(rank, job, rz, t0);
+	nproxy_rdzv_close(rz);
 	return 0;
+}
+
+TEST(closing_after_a_relayed_abort_closes_only_the_rendezvous_sockets)
+{
+	static const rank_fn fn[] = { root_rank, away_rank, fails_locally };
+	static const int want[] = { 0, 0, 0 };
+	struct rdzv_job *job = new_job(3, 20000);
+
+	ASSERT_NE(NULL, job);
+	run_ranks(_metadata, job, fn, want, 3);	/* ranks 0 and 2 check their descriptor 0 */
+	expect_seen(_metadata, job, 1, NPROXY_NET_ERROR,
+		    "fi_enable on provider shm: Device or resource busy");
+	munmap(job, 4096 * 4);
 }
 
 TEST(local_failure_is_relayed_to_every_rank)

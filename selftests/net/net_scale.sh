@@ -4,7 +4,8 @@
 # Many hosts on one box: NPROXY_SCALE_HOSTS network namespaces (default 4)
 # joined by a bridge in a namespace of their own, 10.79.0.<h+1>/24 assigned
 # only inside them, NPROXY_SCALE_RANKS ranks each (default 2), tcp;ofi_rxm
-# pinned to each host's eth0 with FI_TCP_IFACE, rendezvous at 10.79.0.1.
+# (NPROXY_SCALE_PROVIDER: another, e.g. net) pinned to each host's eth0
+# with FI_TCP_IFACE and FI_NET_IFACE, rendezvous at 10.79.0.1.
 # `make check-scale` runs it at 8 x 8.
 #
 #  1. Connections are up when nproxy_net_open() returns: with the ranks held
@@ -37,6 +38,7 @@ run=$(cd "$here/../.." && pwd)/bin/nproxy-run
 
 hosts=${NPROXY_SCALE_HOSTS:-4}
 per=${NPROXY_SCALE_RANKS:-2}
+provider=${NPROXY_SCALE_PROVIDER:-tcp;ofi_rxm}
 n=$((hosts * per))
 sw=npx-sc-sw-$$
 pids=()
@@ -91,7 +93,7 @@ start_job() {
 	for ((r = 0; r < n; r++)); do
 		out=$tmp/$1.rank$r.out
 		: >"$out"
-		ip netns exec "$(ns_of $((r / per)))" env FI_PROVIDER="tcp;ofi_rxm" FI_TCP_IFACE=eth0 \
+		ip netns exec "$(ns_of $((r / per)))" env FI_PROVIDER="$provider" FI_TCP_IFACE=eth0 FI_NET_IFACE=eth0 \
 			NPROXY_ROOT_COMM_ID="10.79.0.1:$port" NPROXY_NET_RDZV_TIMEOUT_MS=$rdzv_ms \
 			nice "$bin" --rank "$r" --ranks "$n" --timeout-ms "$3" --sizes "$4" \
 			--hold-ms "$2" --idle-nap-us 200 >"$out" 2>&1 &
@@ -202,11 +204,11 @@ vhost=10.79.0.$((victim / per + 1))
 bound_s=${NPROXY_SCALE_KILL_BOUND_S:-10}
 for ((r = 0; r < n; r++)); do
 	out=$tmp/$job.rank$r.out
-	ip netns exec "$(ns_of $((r / per)))" env FI_TCP_IFACE=eth0 NPROXY_HANDSHAKE=memfd \
+	ip netns exec "$(ns_of $((r / per)))" env FI_TCP_IFACE=eth0 FI_NET_IFACE=eth0 NPROXY_HANDSHAKE=memfd \
 		NPROXY_RANK=$r NPROXY_WORLD_SIZE=$n NPROXY_LOCAL_RANK=$((r % per)) NPROXY_LOCAL_SIZE=$per \
 		NPROXY_ROOT_COMM_ID="10.79.0.1:$port" NPROXY_NET_RDZV_TIMEOUT_MS=$rdzv_ms \
 		NPROXY_RUN_KILL=$victim:3 \
-		nice "$run" --provider 'tcp;ofi_rxm' --size 4K --iters 200 --warmup 1 --timeout 280 \
+		nice "$run" --provider "$provider" --size 4K --iters 200 --warmup 1 --timeout 280 \
 		>"$out" 2>&1 &
 	pids[r]=$!
 done

@@ -22,6 +22,7 @@
 #include <nproxy/log.h>
 #include <nproxy/net.h>
 #include <nproxy/seam.h>
+#include "ring_common.h"
 #include "self_pair.h"
 
 #define MAX_MSG 64u
@@ -99,16 +100,6 @@ int fi_fabric(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *con
 	return rc;
 }
 
-static struct nproxy_net *open_single_status(enum nproxy_status *st)
-{
-	struct nproxy_net_opts o = { .size = sizeof(o), .rank = 0, .n_ranks = 1, .timeout_ms = 5000,
-				     .provider = "shm" };
-	struct nproxy_net *net = NULL;
-
-	*st = nproxy_net_open(&o, &net);
-	return *st == NPROXY_SUCCESS ? net : NULL;
-}
-
 FIXTURE(max_msg) {
 	struct nproxy_net *net;
 };
@@ -118,7 +109,7 @@ FIXTURE_SETUP(max_msg)
 	enum nproxy_status st;
 
 	lower_max_msg = true;
-	self->net = open_single_status(&st);
+	self->net = ring_open_single(5000, &st);
 	lower_max_msg = false;
 	if (!self->net)
 		SKIP(return, "no libfabric shm provider here (%s)", nproxy_status_str(st));
@@ -168,7 +159,7 @@ TEST(av_insert_of_nothing_fails_open_with_a_reason)
 
 	nproxy_log_set_sink(keep_av_error, NULL);
 	av_inserts_nothing = true;
-	net = open_single_status(&st);
+	net = ring_open_single(5000, &st);
 	av_inserts_nothing = false;
 	nproxy_log_set_sink(NULL, NULL);
 	if (st == NPROXY_UNSUPPORTED)

@@ -46,6 +46,19 @@ static inline int64_t ring_now_ms(void)
 	return (int64_t)nproxy_test_now_ms();
 }
 
+/* A net of one rank on shm (no peers): NULL if it fails, *st (when given) says why. */
+static inline struct nproxy_net *ring_open_single(uint32_t timeout_ms, enum nproxy_status *st)
+{
+	struct nproxy_net_opts o = { .size = sizeof(o), .rank = 0, .n_ranks = 1,
+				     .timeout_ms = timeout_ms, .provider = "shm" };
+	struct nproxy_net *net = NULL;
+	enum nproxy_status rc = nproxy_net_open(&o, &net);
+
+	if (st)
+		*st = rc;
+	return rc == NPROXY_SUCCESS ? net : NULL;
+}
+
 /* Byte i of rank r's contribution. */
 static inline uint8_t ring_pattern(uint32_t r, size_t i, uint32_t salt)
 {
