@@ -8,7 +8,9 @@
  * (mutexes, joins) use inline system calls and never come through here.
  *
  * futex_spy_set(before, after): hooks run around every futex call (op
- * without FUTEX_PRIVATE_FLAG); the counters are per process.
+ * without FUTEX_PRIVATE_FLAG); the counters are per process.  The same
+ * wrapper counts the library's pidfd_open calls (futex_spy_pidfd_opens),
+ * which also go through syscall(2) (lib/bananaphone/bananaphone_liveness.c).
  */
 #ifndef FUTEX_SPY_H
 #define FUTEX_SPY_H
@@ -39,6 +41,11 @@ static inline void futex_spy_set(futex_spy_before_fn before, futex_spy_after_fn 
 static uint64_t futex_spy_waits_woken;
 static uint64_t futex_spy_waits;
 static uint64_t futex_spy_wakes;
+static uint64_t futex_spy_pidfd_opens;
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
 
 long syscall(long nr, ...)
 {
@@ -56,6 +63,8 @@ long syscall(long nr, ...)
 		fn = (futex_spy_syscall_fn)dlsym(RTLD_NEXT, "syscall");
 		__atomic_store_n(&real, fn, __ATOMIC_RELEASE);
 	}
+	if (nr == SYS_pidfd_open)
+		__atomic_add_fetch(&futex_spy_pidfd_opens, 1, __ATOMIC_RELAXED);
 	if (nr != SYS_futex)
 		return fn(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 

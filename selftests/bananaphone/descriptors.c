@@ -8,12 +8,15 @@
  * descriptor limit of 256 (64 x 64 pidfds would not fit, and the
  * welcome's passed fds would be cut off with MSG_CTRUNC).  When the
  * process really is out of descriptors, the join fails naming the cause.
+ * The pidfd a follower watches is opened once per rank it waits for, not
+ * at every liveness poll of a long wait (counted through futex_spy.h).
  */
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/resource.h>
 #include "kselftest_harness.h"
 #include "bp_test.h"
+#include "futex_spy.h"
 
 #define FD_RANKS 64
 
@@ -209,6 +212,57 @@ TEST(a_bus_works_with_descriptor_0_free)
 	bp_t_leave(bp);
 	EXPECT_EQ(-1, fcntl(0, F_GETFD));	/* the lone bus gave its fd 0 back */
 	EXPECT_EQ(0, BP_T_RUN_JOB(&arg, "fd0", fd0_rank, 2, 20000));
+}
+
+#define WATCH_RANKS	3
+#define WATCH_LATE_MS	200	/* ~20 liveness polls (BP_WAIT_SLICE_MS) for the others */
+
+struct watch_arg {
+	char job[96];
+	volatile uint64_t *opens;	/* shared: pidfd_open calls per rank in the late barrier */
+};
+
+/* Barrier 1 settles the joins; at barrier 2 the last rank is WATCH_LATE_MS late. */
+static int watch_rank(uint32_t rank, uint32_t n, void *varg)
+{
+	struct watch_arg *arg = varg;
+	struct nproxy_bp *bp;
+	uint64_t before;
+
+	/* Sleep at once, so the wait is a row of liveness polls. */
+	setenv("NPROXY_BP_SPIN_US", "0", 1);
+	setenv("NPROXY_BP_YIELDS", "0", 1);
+	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
+	BP_T_CHECK(nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier 1: %s",
+		   nproxy_bp_strerror(bp));
+	before = __atomic_load_n(&futex_spy_pidfd_opens, __ATOMIC_RELAXED);
+	if (rank == n - 1)
+		bp_t_sleep_ms(WATCH_LATE_MS);
+	BP_T_CHECK(nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier 2: %s",
+		   nproxy_bp_strerror(bp));
+	arg->opens[rank] = __atomic_load_n(&futex_spy_pidfd_opens, __ATOMIC_RELAXED) - before;
+	bp_t_leave(bp);
+	return 0;
+}
+
+/*
+ * Ranks 0 and 1 wait ~200 ms for rank 2.  The follower watches rank 2's
+ * pidfd for the whole wait: at most one open (none when barrier 1 already
+ * left it watching rank 2).  The leader holds every follower's pidfd from
+ * the join and opens none.
+ */
+TEST(a_long_wait_opens_the_watched_pidfd_once)
+{
+	struct watch_arg arg;
+
+	arg.opens = bp_t_shared(WATCH_RANKS * sizeof(uint64_t));
+	ASSERT_NE(NULL, arg.opens);
+	ASSERT_EQ(0, BP_T_RUN_JOB(&arg, "watch", watch_rank, WATCH_RANKS, 60000));
+	TH_LOG("pidfd_open calls in the late barrier: leader %llu, follower %llu",
+	       (unsigned long long)arg.opens[0], (unsigned long long)arg.opens[1]);
+	EXPECT_EQ(0u, arg.opens[0]);
+	EXPECT_GE(1u, arg.opens[1]);
+	munmap((void *)arg.opens, WATCH_RANKS * sizeof(uint64_t));
 }
 
 TEST_HARNESS_MAIN

@@ -4,9 +4,14 @@
  * (SO_PEERCRED), a foreign-uid squatter on the job's socket name is not
  * trusted, and malformed join messages (short, long, garbage, wrong job,
  * ranks out of range, fds attached, early close, silence) are refused or
- * dropped without disturbing the leader or the job.  These tests speak the
- * wire format of lib/bananaphone/bananaphone_internal.h directly.
+ * dropped without disturbing the leader or the job.  A client refused with
+ * a second message still unread gets the refusal at its first recv(), not
+ * ECONNRESET (the leader discards what it did not read before it answers).
+ * These tests speak the wire format of lib/bananaphone/bananaphone_internal.h
+ * directly.
  */
+#include <dlfcn.h>
+#include <poll.h>
 #include <pwd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -19,6 +24,27 @@ static uid_t nobody_uid(void)
 	struct passwd *pw = getpwnam("nobody");
 
 	return pw ? pw->pw_uid : 65534;
+}
+
+/*
+ * The leader reads each join request LEADER_READS_LATE_MS after it came
+ * (armed in rank 0 of job_rank), so that a client's second message is
+ * there before the first is answered.  The library's one read of a
+ * request is the recv() with MSG_TRUNC (bananaphone_socket.c); libnproxy
+ * is linked in statically, so this definition is the one it calls.
+ */
+#define LEADER_READS_LATE_MS	20
+static int leader_reads_late_ms;
+
+ssize_t recv(int fd, void *buf, size_t len, int flags)
+{
+	static ssize_t (*real)(int, void *, size_t, int);
+
+	if (!real)
+		real = (ssize_t (*)(int, void *, size_t, int))dlsym(RTLD_NEXT, "recv");
+	if (leader_reads_late_ms && (flags & MSG_TRUNC))
+		bp_t_sleep_ms(leader_reads_late_ms);
+	return real(fd, buf, len, flags);
 }
 
 static int raw_connect(const char *job, uid_t owner)
@@ -156,6 +182,7 @@ static int job_rank(uint32_t rank, uint32_t n, void *varg)
 
 	if (rank == 0) {
 		arg->leader_fds_before = bp_t_count_fds();
+		leader_reads_late_ms = LEADER_READS_LATE_MS;
 	} else {
 		uint64_t end = bp_t_now_ms() + 10000;
 
@@ -257,7 +284,7 @@ TEST(foreign_squatter_not_trusted)
 enum bad_kind {
 	BAD_SHORT, BAD_LONG, BAD_MAGIC, BAD_VERSION, BAD_TYPE, BAD_RESERVED, BAD_JOB,
 	BAD_JOB_NO_NUL, BAD_NRANKS, BAD_RANK0, BAD_RANK_HIGH, BAD_WITH_FDS, BAD_EMPTY,
-	BAD_CLOSE_EARLY, BAD_SILENT, BAD_COUNT
+	BAD_CLOSE_EARLY, BAD_SILENT, BAD_THEN_MORE, BAD_COUNT
 };
 
 static const int bad_expect[BAD_COUNT] = {
@@ -272,7 +299,46 @@ static const int bad_expect[BAD_COUNT] = {
 	[BAD_EMPTY] = -1, [BAD_CLOSE_EARLY] = -1,
 	/* Not waited for; told so once the job is complete. */
 	[BAD_SILENT] = NPROXY_BUSY,
+	/* Answered on the first recv(): -2 there means ECONNRESET came first. */
+	[BAD_THEN_MORE] = NPROXY_INVALID,
 };
+
+/*
+ * A bad request and a second one that the leader, reading requests
+ * LEADER_READS_LATE_MS late, never reads.  One recv(), once the leader
+ * closed its end: a close with data unread makes it ECONNRESET, a close
+ * after a drain leaves the reply.  The answer goes into slot kind.
+ */
+static void then_more_client(struct sec_arg *arg, uint32_t kind, int fd, struct bp_wire_hello *h)
+{
+	struct iovec iov[2] = { { h, sizeof(*h) }, { h, sizeof(*h) } };
+	struct mmsghdr two[2] = { { .msg_hdr = { .msg_iov = &iov[0], .msg_iovlen = 1 } },
+				  { .msg_hdr = { .msg_iov = &iov[1], .msg_iovlen = 1 } } };
+	struct pollfd pfd = { .fd = -1 };
+	struct bp_wire_reply reply;
+	ssize_t got;
+
+	h->magic = 0xdeadbeef;
+	if (sendmmsg(fd, two, 2, MSG_NOSIGNAL) != 2) {
+		fprintf(stderr, "# client %u: sendmmsg: %s\n", kind, strerror(errno));
+		arg->status[kind] = -3;
+		close(fd);
+		client_done(arg);
+		return;
+	}
+	for (int ms = 0; ms < 10000 && !(pfd.revents & POLLHUP); ms += 10) {
+		pfd = (struct pollfd){ .fd = fd, .events = POLLIN };
+		poll(&pfd, 1, 10);
+	}
+	memset(&reply, 0, sizeof(reply));
+	got = recv(fd, &reply, sizeof(reply), MSG_DONTWAIT);
+	arg->status[kind] = got == (ssize_t)sizeof(reply) && reply.magic == BP_MAGIC &&
+			    reply.type == BP_WIRE_REFUSE ? reply.status : -2;
+	snprintf(arg->text[kind], sizeof(arg->text[kind]), "%s",
+		 got < 0 ? strerror(errno) : reply.text);
+	close(fd);
+	client_done(arg);
+}
 
 static int bad_client(uint32_t kind, uint32_t n, void *varg)
 {
@@ -301,6 +367,9 @@ static int bad_client(uint32_t kind, uint32_t n, void *varg)
 		close(fd);
 		arg->status[kind] = -1;
 		client_done(arg);
+		return 0;
+	case BAD_THEN_MORE:
+		then_more_client(arg, kind, fd, &h);
 		return 0;
 	case BAD_SILENT:
 		/* Hold the connection open saying nothing; the leader must not

@@ -4,6 +4,8 @@
  * (npx_bp_segment_attach), fed bad input: a memfd of the wrong size, one
  * not sealed, one sealed against resizing but not against new seals, one
  * with a foreign layout; each is refused with NPROXY_FAILURE and a reason.
+ * One sealed against writes cannot be mapped for writing: NPROXY_RESOURCE,
+ * naming the mmap, and the follower is broken, not left half attached.
  * A real leader's segment is accepted (the checks refuse only what they
  * should).
  */
@@ -86,6 +88,20 @@ TEST_F(seg, resizing_sealed_but_not_seal_sealed_refused)
 TEST_F(seg, foreign_layout_refused)
 {
 	expect_refused(_metadata, &self->follower, memfd_of(self->size, SEALS), "foreign layout");
+}
+
+TEST_F(seg, a_segment_that_cannot_be_mapped_writable_refused)
+{
+	int fd = memfd_of(self->size, SEALS | F_SEAL_WRITE);
+
+	ASSERT_LE(0, fd);
+	EXPECT_EQ(NPROXY_RESOURCE, npx_bp_segment_attach(&self->follower, fd));
+	EXPECT_NE(NULL, strstr(nproxy_bp_strerror(&self->follower), "mmap of the")) {
+		TH_LOG("\"%s\"", nproxy_bp_strerror(&self->follower));
+	}
+	EXPECT_EQ(NULL, self->follower.ctl);
+	EXPECT_EQ(BP_S_BROKEN, self->follower.state);
+	close(fd);
 }
 
 TEST_F(seg, real_leaders_segment_accepted)

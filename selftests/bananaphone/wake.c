@@ -16,7 +16,9 @@
  *    waiting for room (for any reader), and the reader that frees a slot
  *    wakes it;
  *  - and the other way: a rank that was woken and is busy elsewhere costs
- *    its peers no FUTEX_WAKE (its "sleeping" word went back to 0).
+ *    its peers no FUTEX_WAKE (its "sleeping" word went back to 0);
+ *  - and a poll of a barrier that is already done wakes nobody: a peer
+ *    asleep in its next wait is not rung by every test() of the last one.
  */
 #include "kselftest_harness.h"
 #include "bp_test.h"
@@ -242,6 +244,61 @@ TEST(a_rank_woken_and_busy_elsewhere_costs_its_peer_no_wake)
 	/* Rank 0 did sleep (and was woken), so a stale "sleeping" would show. */
 	EXPECT_LE(AWAKE_ROUNDS / 2, report[0]);
 	EXPECT_EQ(0u, report[3]);
+	munmap((void *)report, REPORT_BYTES);
+}
+
+#define POLLS		20
+#define POLL_GAP_MS	1
+
+/*
+ * Both ranks pass barrier 1.  Rank 1 then sleeps in barrier 2 while rank 0,
+ * not yet there, polls barrier 1 (done) POLLS times: the FUTEX_WAKEs those
+ * polls make.  Rank 0 then arrives and both pass barrier 2.
+ */
+static int done_poll_rank(uint32_t rank, uint32_t n, void *varg)
+{
+	struct wake_arg *arg = varg;
+	struct nproxy_bp *bp;
+	uint64_t seq, before, sleeps_before;
+
+	setenv("NPROXY_BP_SPIN_US", "0", 1);
+	setenv("NPROXY_BP_YIELDS", "0", 1);
+	BP_T_CHECK(bp_t_join(arg->job, rank, n, &bp) == NPROXY_SUCCESS, "join");
+	BP_T_CHECK(nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier 1: %s",
+		   nproxy_bp_strerror(bp));
+	seq = nproxy_bp_barrier_next_seq(bp) - 1;
+	sleeps_before = __atomic_load_n(&futex_spy_waits, __ATOMIC_RELAXED);
+	if (!rank) {
+		bp_t_sleep_ms(LATE_MS * 10);	/* rank 1 is asleep in barrier 2 by then */
+		before = __atomic_load_n(&futex_spy_wakes, __ATOMIC_RELAXED);
+		for (int i = 0; i < POLLS; i++) {
+			bool done = false;
+
+			BP_T_CHECK(nproxy_bp_barrier_test(bp, seq, &done) == NPROXY_SUCCESS && done,
+				   "test of done barrier %llu: %s", (unsigned long long)seq,
+				   nproxy_bp_strerror(bp));
+			bp_t_sleep_ms(POLL_GAP_MS);
+		}
+		arg->report[1] = __atomic_load_n(&futex_spy_wakes, __ATOMIC_RELAXED) - before;
+	}
+	BP_T_CHECK(nproxy_bp_barrier(bp, BP_T_TIMEOUT_MS) == NPROXY_SUCCESS, "barrier 2: %s",
+		   nproxy_bp_strerror(bp));
+	if (rank)
+		arg->report[2] = __atomic_load_n(&futex_spy_waits, __ATOMIC_RELAXED) - sleeps_before;
+	bp_t_leave(bp);
+	return 0;
+}
+
+TEST(polling_a_done_barrier_wakes_nobody)
+{
+	struct wake_arg arg = { 0 };
+	volatile uint64_t *report = run_report(&arg, "dpoll", done_poll_rank, 2);
+
+	ASSERT_NE(NULL, report);
+	fprintf(stderr, "# rank 0: %llu FUTEX_WAKEs in %d polls of a done barrier; rank 1: %llu futex sleeps in barrier 2\n",
+		(unsigned long long)report[1], POLLS, (unsigned long long)report[2]);
+	EXPECT_LE(1u, report[2]);	/* rank 1 slept meanwhile: a wake had someone to ring */
+	EXPECT_EQ(0u, report[1]);
 	munmap((void *)report, REPORT_BYTES);
 }
 
