@@ -81,7 +81,8 @@ static void barrier_step(struct proxy_task *t)
 			}
 		}
 		proxy_status_set_state(t->status, NPROXY_TASK_STATE_PROGRESSING);
-		break;
+		/* Tested at once: a barrier that is done already (or deferred) says so in this tick. */
+		__attribute__((fallthrough));
 	case NPROXY_TASK_STATE_PROGRESSING:
 	case NPROXY_TASK_STATE_IDLE:
 		if (bt->barrier.ops) {

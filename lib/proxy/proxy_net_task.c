@@ -152,7 +152,29 @@ static void net_progress(struct net_task *nt)
 							     : NPROXY_TASK_STATE_IDLE);
 }
 
-/* libnrt's enc_network_proxy_task::step. */
+/*
+ * The trigger gate: once open, PROGRESSING and the first progress (the
+ * op's first posts) in the same step.
+ */
+static void net_gate(struct net_task *nt)
+{
+	struct proxy_task *t = &nt->base;
+
+	if (!npx_proxy_task_can_start(t))
+		return;
+	npx_proxy_task_clear_start_flag(t);
+	proxy_status_set_state(t->status, NPROXY_TASK_STATE_PROGRESSING);
+	net_progress(nt);
+}
+
+/*
+ * libnrt's enc_network_proxy_task::step.  A task that started its blocks
+ * goes on through the gate in the same step: the device has often written
+ * the trigger already (the memfd device runs a program's first steps in
+ * the thread that submits it), and a step per state cost two ticks per op
+ * before the first post (2 ranks, 1 KiB: ~0.3 us of ~3.5).  Each state is
+ * still published on the way.
+ */
 static void net_step(struct proxy_task *t)
 {
 	struct net_task *nt = to_net(t);
@@ -171,19 +193,20 @@ static void net_step(struct proxy_task *t)
 			net_fail(nt, rc);
 			break;
 		}
-		proxy_status_set_state(t->status, nt->device_wait
-				       ? NPROXY_TASK_STATE_WAITING_DEVICE_TRIGGER
-				       : NPROXY_TASK_STATE_PROGRESSING);
+		if (nt->device_wait) {
+			proxy_status_set_state(t->status, NPROXY_TASK_STATE_WAITING_DEVICE_TRIGGER);
+			net_gate(nt);
+		} else {
+			proxy_status_set_state(t->status, NPROXY_TASK_STATE_PROGRESSING);
+			net_progress(nt);
+		}
 		break;
 	case NPROXY_TASK_STATE_PROGRESSING:
 	case NPROXY_TASK_STATE_IDLE:
 		net_progress(nt);
 		break;
 	case NPROXY_TASK_STATE_WAITING_DEVICE_TRIGGER:
-		if (npx_proxy_task_can_start(t)) {
-			npx_proxy_task_clear_start_flag(t);
-			proxy_status_set_state(t->status, NPROXY_TASK_STATE_PROGRESSING);
-		}
+		net_gate(nt);
 		break;
 	case NPROXY_TASK_STATE_DONE:
 		nproxy_log(NPROXY_LOG_ERROR, "Task shouldn't be polled after it reached a done state");

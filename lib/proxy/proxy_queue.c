@@ -473,8 +473,8 @@ static bool step_task(struct proxy_task *t, struct tick_counts *c)
 	return false;
 }
 
-/* (2) STEP every active task once; recycle DONE only. */
-static void step_active(struct proxy_queue *q, struct tick_counts *c)
+/* Step the active tasks of one kind (barrier or not) once; recycle DONE only. */
+static void step_pass(struct proxy_queue *q, struct tick_counts *c, bool barriers)
 {
 	struct proxy_rank_bucket **pb;
 
@@ -485,6 +485,11 @@ static void step_active(struct proxy_queue *q, struct tick_counts *c)
 		while (*pt) {
 			struct proxy_task *t = *pt;
 
+			if ((t->ops->type == NPROXY_TASK_BARRIER) != barriers) {
+				prev = t;
+				pt = &t->next;
+				continue;
+			}
 			if (step_task(t, c)) {
 				*pt = t->next;
 				if (b->tail == t)
@@ -503,6 +508,21 @@ static void step_active(struct proxy_queue *q, struct tick_counts *c)
 			pb = &b->next;
 		}
 	}
+}
+
+/*
+ * (2) STEP every active task once, network tasks before barrier tasks.  A
+ * barrier decides on what the network steps did: a barrier carried on the
+ * next op's data is done once that op's receives are in (lib/rank), and a
+ * barrier held behind it arrives once it is.  Stepped after the network
+ * task that finished the op, both happen in that op's last tick, and the
+ * thread that waits on the op leaves with it (2 ranks, 1 KiB: one tick,
+ * about 0.2 us, less per op).  FIFO per rank within each kind.
+ */
+static void step_active(struct proxy_queue *q, struct tick_counts *c)
+{
+	step_pass(q, c, false);
+	step_pass(q, c, true);
 }
 
 /* Add to a counter only the mtx holder writes; readers load it relaxed. */
