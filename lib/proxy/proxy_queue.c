@@ -629,7 +629,13 @@ static void queue_process(struct proxy_queue *q)
 {
 	struct idle_state is = { 0, 0, 0, IDLE_SLACK_KEEP };
 
-	pthread_mutex_lock(&q->mtx);
+	/*
+	 * Not a plain lock: the open has returned by now, and its caller's
+	 * first wait may already drive the group and be stuck in that step
+	 * (seen in a loaded CI run: the worker blocked here for the whole of
+	 * a 2.5 s step and never called the stall hook).
+	 */
+	worker_relock(q);
 	while (!__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE)) {
 		struct tick_counts c = { 0 };
 		/* Before the tick: whatever is signalled after this re-ticks. */
