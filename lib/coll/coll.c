@@ -191,9 +191,8 @@ static void place_input(struct nproxy_coll *c, const struct nproxy_coll_desc *d)
 		memcpy(place, d->sendbuf, bytes);
 }
 
-static uint64_t wait_ns_until(uint64_t deadline_ms)
+static uint64_t wait_ns_until(uint64_t deadline_ms, uint64_t now)
 {
-	uint64_t now = (uint64_t)npx_now_ms();
 	uint64_t ns = deadline_ms > now ? (deadline_ms - now) * 1000000ull : 1000000ull;
 
 	return ns > NPROXY_MAX_WAIT_NS ? NPROXY_MAX_WAIT_NS : ns;
@@ -201,9 +200,10 @@ static uint64_t wait_ns_until(uint64_t deadline_ms)
 
 /* The device program of a built-in op: prologue, trigger, the op's sems. */
 static uint32_t build_prog(struct nproxy_coll *c, const struct nproxy_coll_desc *d,
-			   uint64_t recv_final, uint64_t reduce_final, uint64_t reduce_base)
+			   uint64_t recv_final, uint64_t reduce_final, uint64_t reduce_base,
+			   uint64_t now_ms)
 {
-	uint64_t wait_ns = wait_ns_until(c->op.deadline_ms);
+	uint64_t wait_ns = wait_ns_until(c->op.deadline_ms, now_ms);
 	uint32_t n = 0;
 
 	for (uint32_t i = 0; i < d->n_prologue; i++)
@@ -304,7 +304,7 @@ static void decide_barrier(struct nproxy_coll *c, uint64_t recv_final, bool enqu
 enum nproxy_status nproxy_coll_start(struct nproxy_coll *c, const struct nproxy_coll_desc *d)
 {
 	struct nproxy_cc_op cc = NPROXY_CC_OP_INIT;
-	uint64_t recv_base, reduce_base, recv_final, reduce_final, seq;
+	uint64_t recv_base, reduce_base, recv_final, reduce_final, seq, now_ms;
 	enum nproxy_status st;
 	uint32_t n_prog;
 
@@ -324,7 +324,8 @@ enum nproxy_status nproxy_coll_start(struct nproxy_coll *c, const struct nproxy_
 	c->op.res.seq = seq;
 	c->op.res.dead_rank = UINT32_MAX;
 	c->op.timeout_ms = d->timeout_ms ? d->timeout_ms : nproxy_comm_timeout_ms(c->comm);
-	c->op.deadline_ms = (uint64_t)npx_now_ms() + c->op.timeout_ms;
+	now_ms = (uint64_t)npx_now_ms();
+	c->op.deadline_ms = now_ms + c->op.timeout_ms;
 	if (d->kind == NPROXY_COLL_CUSTOM) {
 		decide_barrier(c, 0, true);
 		st = launch(c, d->cc, d->prog, d->n_prog);
@@ -355,7 +356,9 @@ enum nproxy_status nproxy_coll_start(struct nproxy_coll *c, const struct nproxy_
 	st = npx_coll_build(c, d, recv_base, reduce_base, &recv_final, &reduce_final);
 	if (st != NPROXY_SUCCESS)
 		return st;
-	n_prog = build_prog(c, d, recv_final, reduce_final, reduce_base);
+	/* The op's start stands for now: the device's wait ends at most a few us
+	 * after the op's deadline, for one clock read less. */
+	n_prog = build_prog(c, d, recv_final, reduce_final, reduce_base, now_ms);
 	decide_barrier(c, op_carries_barrier(c, d) ? recv_final : 0, true);
 	cc.streams_n = 1;
 	cc.streams[0].blocks = &c->block;
@@ -542,15 +545,15 @@ static uint32_t min_ms(uint64_t a, uint64_t b)
 enum nproxy_status nproxy_coll_wait(struct nproxy_coll *c, uint32_t timeout_ms,
 				    struct nproxy_coll_result *res)
 {
-	uint64_t end;
+	uint64_t end, now;
 
 	if (!c)
 		return NPROXY_INVALID;
 	if (!c->op.active)
 		return npx_coll_fail(c, NPROXY_INVALID, "no op in flight");
-	end = (uint64_t)npx_now_ms() + timeout_ms;
+	now = (uint64_t)npx_now_ms();
+	end = now + timeout_ms;
 	for (;;) {
-		uint64_t now = (uint64_t)npx_now_ms();
 		uint32_t slice = min_ms(end > now ? end - now : 0,
 					c->op.deadline_ms > now ? c->op.deadline_ms - now : 0);
 

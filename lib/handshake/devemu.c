@@ -72,7 +72,8 @@ struct devemu {
 	bool cancel_req;
 	bool running;			/* submitted and not finished */
 	uint32_t pc;			/* the step to run next */
-	bool step_begun;		/* step pc has started: step_deadline_ns is set */
+	bool step_begun;		/* step pc has started (published for tools) */
+	bool step_timed;		/* step_deadline_ns is set */
 	uint64_t step_deadline_ns;	/* DELAY end / WAIT_SEM timeout of step pc */
 	/*
 	 * 1 while a WAIT_SEM waits (lock-free reads): the word the region's
@@ -175,6 +176,26 @@ static void finish_program(struct devemu *emu, uint32_t state)
 }
 
 /*
+ * The deadline of step pc (a DELAY's end, a WAIT_SEM's timeout), set at the
+ * step's first look, now_ns: a step is looked at in the call that began it,
+ * so that is when it began.  Lazily: a WAIT_SEM whose semaphore is there
+ * at the first look, and every step that never waits, read no clock
+ * (2 ranks, 1 KiB allreduce: three clock reads less per op, of ~36).
+ */
+static uint64_t step_deadline(struct devemu *emu, const struct nproxy_prog_step *step,
+			      uint64_t now_ns)
+{
+	if (!emu->step_timed) {
+		uint64_t t = step->op == NPROXY_STEP_WAIT_SEM && !step->timeout_ns ?
+			     NPROXY_MAX_WAIT_NS : step->timeout_ns;
+
+		emu->step_deadline_ns = deadline_after(now_ns, t);
+		emu->step_timed = true;
+	}
+	return emu->step_deadline_ns;
+}
+
+/*
  * Run the program from step pc for as long as no step has to wait.  Returns
  * when the program has finished (0) or the time at which the blocking step
  * must be looked at again (its deadline, or the next WAIT_SEM re-check).
@@ -195,13 +216,10 @@ static uint64_t advance(struct devemu *emu)
 			break;
 		}
 		if (!emu->step_begun) {
-			uint64_t t = step->op == NPROXY_STEP_WAIT_SEM && !step->timeout_ns ?
-				     NPROXY_MAX_WAIT_NS : step->timeout_ns;
-
 			emu->step_begun = true;
+			emu->step_timed = false;
 			/* For tools: the step the device is in (hang evidence). */
 			__atomic_store_n(&emu->pages.info->prog_step, emu->pc, __ATOMIC_RELAXED);
-			emu->step_deadline_ns = deadline_after(npx_now_ns(), t);
 		}
 		switch (step->op) {
 		case NPROXY_STEP_WRITE_TRIGGER:
@@ -221,19 +239,22 @@ static uint64_t advance(struct devemu *emu)
 			break;
 		case NPROXY_STEP_DELAY:
 			now_ns = npx_now_ns();
-			if (now_ns < emu->step_deadline_ns)
+			if (now_ns < step_deadline(emu, step, now_ns))
 				return emu->step_deadline_ns;
 			break;
 		case NPROXY_STEP_WAIT_SEM:
 			/* The semaphore first, then the deadline: just in time counts. */
 			if (!sem_reached(emu, step)) {
+				uint64_t deadline_ns;
+
 				now_ns = npx_now_ns();
-				if (now_ns >= emu->step_deadline_ns) {
+				deadline_ns = step_deadline(emu, step, now_ns);
+				if (now_ns >= deadline_ns) {
 					finish_program(emu, NPROXY_PROG_TIMEDOUT);
 					return 0;
 				}
 				now_ns = deadline_after(now_ns, DEVEMU_SEM_POLL_NS);
-				return now_ns < emu->step_deadline_ns ? now_ns : emu->step_deadline_ns;
+				return now_ns < deadline_ns ? now_ns : deadline_ns;
 			}
 			disarm(emu);
 			__atomic_store_n(&emu->pages.info->last_wait_done_ns, npx_now_ns(),

@@ -39,7 +39,7 @@ int npx_net_refused_limit_ms(const struct nproxy_net *net, uint32_t peer)
  */
 static void peer_active(struct nproxy_net *net, const struct net_req *req)
 {
-	net->last_activity_ms[req->peer] = npx_now_ms();
+	net->last_activity_ms[req->peer] = npx_net_pass_ms(net);
 	if (net->opened)
 		*(req->is_send ? &net->reached[req->peer] : &net->heard[req->peer]) = true;
 }
@@ -79,7 +79,7 @@ void npx_net_local_op_done(struct nproxy_net *net, struct net_op_state *s)
 	struct net_block *b = s->blk;
 
 	s->req.done = 1;
-	net->last_activity_ms[net->rank] = npx_now_ms();
+	net->last_activity_ms[net->rank] = npx_net_pass_ms(net);
 	b->n_done++;
 	apply_sems(b, &b->fifos.ops[s->idx]);
 }
@@ -179,6 +179,7 @@ enum nproxy_status npx_net_drain_cq(struct nproxy_net *net, uint32_t *moved)
 	struct fi_cq_tagged_entry ent[NET_CQ_BATCH];
 	uint32_t total = 0;
 
+	net->pass_ms = 0;	/* a new pass: its clock is read when first needed */
 	while (total < NET_CQ_MAX_PER_TICK) {
 		ssize_t n = fi_cq_read(net->cq, ent, NET_CQ_BATCH);
 

@@ -375,11 +375,11 @@ static ssize_t post_op(struct nproxy_net *net, struct net_block *b, uint32_t i)
  * another op refused first (the next of a stream of large sends to one
  * peer, after the last went out) starts it anew.
  */
-static void refused(struct net_block *b, uint32_t i, bool *again)
+static void refused(struct nproxy_net *net, struct net_block *b, uint32_t i, bool *again)
 {
 	if (!*again) {
 		if (!b->eagain_since_ms || b->eagain_op != i)
-			b->eagain_since_ms = npx_now_ms();
+			b->eagain_since_ms = npx_net_pass_ms(net);
 		b->eagain_op = i;
 	}
 	*again = true;
@@ -438,7 +438,7 @@ static enum nproxy_status post_pass(struct nproxy_net *net, struct net_block *b,
 		}
 		rc = post_op(net, b, i);
 		if (rc == -FI_EAGAIN) {
-			refused(b, i, again);
+			refused(net, b, i, again);
 			net->chan_stamp[ch] = scan;	/* the channel waits, the others go on */
 			continue;
 		}
@@ -449,7 +449,7 @@ static enum nproxy_status post_pass(struct nproxy_net *net, struct net_block *b,
 			return npx_net_fail(net, NPROXY_NET_ERROR);
 		}
 		s->req.posted = 1;
-		s->posted_ms = npx_now_ms();
+		s->posted_ms = npx_net_pass_ms(net);
 		net->inflight[ch]++;
 		b->n_inflight++;
 		++*posted;
@@ -484,7 +484,7 @@ static enum nproxy_status post_block(struct nproxy_net *net, struct net_block *b
 		return npx_net_drain_cq(net, moved);
 	if (posted && b->eagain_since_ms) {
 		b->eagain_since_ms = 0;
-		b->refusal_end_ms = npx_now_ms();	/* the ops' clocks start over */
+		b->refusal_end_ms = npx_net_pass_ms(net);	/* the ops' clocks start over */
 	}
 	return NPROXY_SUCCESS;
 }
@@ -501,7 +501,7 @@ static enum nproxy_status post_block(struct nproxy_net *net, struct net_block *b
  */
 static enum nproxy_status check_deadlines(struct nproxy_net *net, struct net_block *b)
 {
-	int64_t now = npx_now_ms();
+	int64_t now = npx_net_pass_ms(net);
 	int limit;
 
 	if (now == net->last_deadline_check_ms)

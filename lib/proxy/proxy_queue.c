@@ -713,7 +713,7 @@ void npx_proxy_queue_drive(struct proxy_queue *q, const struct proxy_task_status
 			   uint64_t timeout_ns)
 {
 	struct idle_state is = { 0, 0, 0, IDLE_SLACK_UNTOUCHED };
-	uint64_t start = npx_now_ns(), done_ns = 0;
+	uint64_t start = npx_now_ns(), done_ns = 0, left_ns;
 
 	is.no_yield_until_ns = __atomic_load_n(&q->drive_no_yield_until_ns, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&q->drive_epoch, 1, __ATOMIC_SEQ_CST);
@@ -722,7 +722,8 @@ void npx_proxy_queue_drive(struct proxy_queue *q, const struct proxy_task_status
 	while (!__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE)) {
 		struct tick_counts c = { 0 };
 		uint32_t seen = wake_seq(&q->wake);
-		uint64_t now, spent;
+		/* One clock read a tick (~30 ns each on a VM's kvm-clock). */
+		uint64_t now = npx_now_ns(), spent = now - start;
 		bool idle;
 
 		if (proxy_status_run_state(st) == NPROXY_TASK_STATE_DONE) {
@@ -731,19 +732,18 @@ void npx_proxy_queue_drive(struct proxy_queue *q, const struct proxy_task_status
 			 * task of the same op: finish it here for up to the spin
 			 * window rather than hand it to the worker and back.
 			 */
-			now = npx_now_ns();
 			if (!done_ns)
 				done_ns = now;
 			if (now - done_ns >= q->spin_ns || !op_sibling_active(q, st))
 				break;
 		}
-		__atomic_store_n(&q->drive_tick_since_ns, npx_now_ns(), __ATOMIC_RELEASE);
+		__atomic_store_n(&q->drive_tick_since_ns, now, __ATOMIC_RELEASE);
 		idle = queue_tick(q, &c, true) && !q->queue_head;
 		__atomic_store_n(&q->drive_tick_since_ns, 0, __ATOMIC_RELAXED);
 		/* Another driver parked in idle_wait may wait for what this tick finished. */
 		if (c.done && __atomic_load_n(&q->drivers, __ATOMIC_RELAXED) > 1)
 			wake_signal(&q->wake);
-		spent = npx_now_ns() - start;
+		/* As of the tick's start: a timeout ends the drive a tick late at most. */
 		if (spent >= timeout_ns)
 			break;
 		if (!idle || done_ns) {
@@ -762,8 +762,8 @@ void npx_proxy_queue_drive(struct proxy_queue *q, const struct proxy_task_status
 	if (is.no_yield_until_ns > __atomic_load_n(&q->drive_no_yield_until_ns, __ATOMIC_RELAXED))
 		__atomic_store_n(&q->drive_no_yield_until_ns, is.no_yield_until_ns, __ATOMIC_RELAXED);
 	/* Before the decrement: the worker that sees no driver sees the grace. */
-	__atomic_store_n(&q->driven_until_ns, npx_now_ns() + PROXY_DRIVE_GRACE_NS,
-			 __ATOMIC_SEQ_CST);
+	left_ns = npx_now_ns();
+	__atomic_store_n(&q->driven_until_ns, left_ns + PROXY_DRIVE_GRACE_NS, __ATOMIC_SEQ_CST);
 	__atomic_sub_fetch(&q->drivers, 1, __ATOMIC_SEQ_CST);
 	npx_proxy_queue_unlock(q);
 	if (is.slack >= 0)
@@ -777,7 +777,7 @@ void npx_proxy_queue_drive(struct proxy_queue *q, const struct proxy_task_status
 	 * next wait steps it first.  A drive of a grace or more may have let
 	 * the worker's parks grow (worker_park_while_driven): one signal.
 	 */
-	if (npx_now_ns() - start >= PROXY_DRIVE_GRACE_NS)
+	if (left_ns - start >= PROXY_DRIVE_GRACE_NS)
 		wake_signal(&q->handback);
 }
 
