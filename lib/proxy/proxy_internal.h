@@ -384,6 +384,7 @@ enum nproxy_status npx_proxy_queue_start(struct proxy_queue *q, const cpu_set_t 
 /* stop = 1, notify, join (if started), free every task and status. */
 void npx_proxy_queue_destroy(struct proxy_queue *q);
 /* libnrt's append_task: publish status, then queue, then notify. */
+void npx_proxy_queue_expect_driver(struct proxy_queue *q);
 void npx_proxy_queue_append(struct proxy_queue *q, struct proxy_task *const *tasks, uint32_t n);
 /* Abort and drop every task and status node of comm. */
 void npx_proxy_queue_drop_comm(struct proxy_queue *q, const struct nproxy_comm *comm);

@@ -48,6 +48,7 @@ struct rec_seam {
 	int tids[REC_MAX_TIDS];	/* distinct callers of progress(), first seen first */
 	int n_tids;		/* atomic */
 	uint64_t calls;		/* atomic */
+	int start_tid;		/* atomic: the last caller of start() */
 	pthread_mutex_t tid_lock;
 };
 
@@ -92,6 +93,7 @@ static enum nproxy_status rec_start(void *e, uint32_t s, uint32_t bb,
 {
 	struct rec_seam *r = e;
 
+	__atomic_store_n(&r->start_tid, (int)gettid(), __ATOMIC_RELAXED);
 	return r->inner.ops->start(r->inner.engine, s, bb, f, d);
 }
 
@@ -339,6 +341,55 @@ TEST(an_op_nobody_waits_on_completes_after_a_driven_one)
 	EXPECT_TRUE(rec_saw_tid(&p.rec[1], nproxy_comm_worker_tid(p.c[1])));
 	pair_close(&p);
 	drives(NULL);
+}
+
+/*
+ * An op whose waiter will drive it is left to that waiter: its enqueue
+ * holds the worker off for a grace (1 ms).  Before, the enqueue woke the
+ * worker, parked with nothing to do, and the worker started the op; on
+ * the waiter's cpu it ran the whole op while the waiter was preempted.
+ * Here the waiter comes 200 us after its enqueue, as if preempted; a round
+ * where it came after 600 us (a loaded or sanitized build: too near the
+ * grace's end to tell) does not count.
+ * One rank, so the op needs nobody else.
+ */
+TEST(an_op_its_waiter_will_drive_is_left_to_it)
+{
+	struct nproxy_comm_opts o;
+	int inside = 0, overlaps = 0, counted = 0;
+	struct rec_seam rec = { .inside = &inside, .overlaps = &overlaps };
+	struct lb_comm k;
+
+	drives("always");
+	ASSERT_EQ(0, lb_comm_prepare(&k, 0, 0, &o));
+	pthread_mutex_init(&rec.tid_lock, NULL);
+	rec.inner = o.seam;
+	o.seam = (struct nproxy_seam){ .ops = &rec_ops, .engine = &rec };
+	ASSERT_ST(NPROXY_SUCCESS, nproxy_comm_open(&o, &k.c));
+	for (int round = 0; round < 10; round++) {
+		struct nproxy_cc_op op = lb_rank_op(&k.r);
+		uint64_t ctx, t0, late_us;
+
+		sleep_ms(3);	/* any grace is over: the worker is parked */
+		__atomic_store_n(&rec.start_tid, 0, __ATOMIC_RELAXED);
+		t0 = now_ns();
+		ASSERT_ST(NPROXY_SUCCESS, nproxy_enq_proxy_tasks(k.c, &op, 1, &ctx));
+		nanosleep(&(struct timespec){ 0, 200000 }, NULL);
+		late_us = (now_ns() - t0) / 1000;
+		ASSERT_ST(NPROXY_SUCCESS, nproxy_wait_status(k.c, ctx, NPROXY_TASK_NETWORK, 20000));
+		ASSERT_ST(NPROXY_SUCCESS, nproxy_wait_status(k.c, ctx, NPROXY_TASK_BARRIER, 20000));
+		if (late_us >= 600)
+			continue;
+		counted++;
+		EXPECT_EQ((int)gettid(), __atomic_load_n(&rec.start_tid, __ATOMIC_RELAXED))
+			TH_LOG("round %d: the worker started the op (the waiter came after %llu us)",
+			       round, (unsigned long long)late_us);
+	}
+	lb_comm_close(&k);
+	pthread_mutex_destroy(&rec.tid_lock);
+	drives(NULL);
+	if (counted < 3)
+		SKIP(return, "only %d of 10 rounds came back within 600 us of the enqueue", counted);
 }
 
 /* Rank 1 posts from its own thread a while after rank 0 started waiting. */
