@@ -18,6 +18,18 @@
  */
 static __thread const struct proxy_queue *graced_by_this_thread;
 
+/*
+ * This thread is about to drive q (a wait, or an enqueue of ops it will
+ * wait on): the grace it left on another group ends now, since it is not
+ * coming back there soon, and q's is the one to end next time.
+ */
+void npx_proxy_thread_drives(const struct proxy_queue *q)
+{
+	if (graced_by_this_thread && graced_by_this_thread != q)
+		npx_proxy_registry_end_grace(graced_by_this_thread);
+	graced_by_this_thread = q;
+}
+
 /* Called with q->state_mtx held. */
 static struct proxy_task_status *status_find(struct proxy_queue *q, const struct nproxy_comm *comm,
 					     uint64_t ctx, enum nproxy_task_type type)
@@ -42,10 +54,7 @@ static void status_wait_done(struct proxy_queue *q, struct proxy_task_status *st
 
 	/* The waiting thread steps the group itself (proxy_queue.c). */
 	if (npx_proxy_queue_caller_drives(q, st)) {
-		/* Its last drive's group is not its next: end that grace. */
-		if (graced_by_this_thread && graced_by_this_thread != q)
-			npx_proxy_registry_end_grace(graced_by_this_thread);
-		graced_by_this_thread = q;
+		npx_proxy_thread_drives(q);
 		npx_proxy_queue_drive(q, st, timeout_ns);
 		return;
 	}

@@ -140,8 +140,10 @@ enum nproxy_status nproxy_enq_proxy_tasks(struct nproxy_comm *comm, const struct
 	npx_proxy_net_task_commit(net);
 	npx_proxy_barrier_task_commit(bar);
 	/* A caller that will drive the op keeps the worker off it meanwhile. */
-	if (npx_proxy_queue_caller_drives(comm->queue, net_st))
+	if (npx_proxy_queue_caller_drives(comm->queue, net_st)) {
+		npx_proxy_thread_drives(comm->queue);
 		npx_proxy_queue_expect_driver(comm->queue);
+	}
 	/* The creator's status references become the status list's. */
 	npx_proxy_queue_append(comm->queue, (struct proxy_task *const[]){ net, bar }, 2);
 	if (ctx_out)

@@ -340,11 +340,13 @@ struct proxy_queue *npx_proxy_queue_create(uint32_t gid, enum nproxy_idle_policy
 				       uint64_t spin_ns);
 /* NPROXY_CALLER_DRIVES: auto (default), always, never. */
 enum proxy_caller_drives npx_proxy_caller_drives_from_env(void);
-/* Does a consumer waiting on a task of this group step the group itself? */
 /* End the grace the last driver left on q (the worker takes over now). */
 void npx_proxy_queue_end_grace(struct proxy_queue *q);
 /* npx_proxy_queue_end_grace(q) if q is still a live group (else nothing). */
 void npx_proxy_registry_end_grace(const struct proxy_queue *q);
+/* proxy_consumer.c: this thread drives q next (ends its grace elsewhere). */
+void npx_proxy_thread_drives(const struct proxy_queue *q);
+/* Does a consumer waiting on a task of this group step the group itself? */
 bool npx_proxy_queue_caller_drives(const struct proxy_queue *q,
 				   const struct proxy_task_status *st);
 /*
@@ -383,8 +385,9 @@ uint64_t npx_proxy_consumer_spin_ns_from_env(void);
 enum nproxy_status npx_proxy_queue_start(struct proxy_queue *q, const cpu_set_t *cpus);
 /* stop = 1, notify, join (if started), free every task and status. */
 void npx_proxy_queue_destroy(struct proxy_queue *q);
-/* libnrt's append_task: publish status, then queue, then notify. */
+/* An enqueue its caller will drive: hold the worker off for a grace. */
 void npx_proxy_queue_expect_driver(struct proxy_queue *q);
+/* libnrt's append_task: publish status, then queue, then notify. */
 void npx_proxy_queue_append(struct proxy_queue *q, struct proxy_task *const *tasks, uint32_t n);
 /* Abort and drop every task and status node of comm. */
 void npx_proxy_queue_drop_comm(struct proxy_queue *q, const struct nproxy_comm *comm);
